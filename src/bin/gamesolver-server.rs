@@ -1,0 +1,103 @@
+//! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::serve`].
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::server::{self, ServerConfig};
+use gamesolver::service::SolverConfig;
+
+/// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Largest gRPC message accepted or sent, in bytes.
+    #[arg(long, default_value_t = server::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+    /// Seconds that in-flight calls get to finish after SIGINT/SIGTERM.
+    #[arg(long, default_value_t = 30.0)]
+    shutdown_timeout: f64,
+    /// Upper bound in seconds on any call (a client's shorter deadline wins); 0 is none.
+    #[arg(long, default_value_t = 0.0)]
+    request_timeout: f64,
+    /// Concurrent calls allowed on one HTTP/2 connection.
+    #[arg(long, default_value_t = 1024)]
+    max_concurrent_streams: u32,
+    /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
+    #[arg(long, default_value_t = stone_game_iv::DEFAULT_LIMIT)]
+    iv_max_n: u64,
+    /// Problems whose input is at most this many bytes/stones are solved inline.
+    #[arg(long, default_value_t = SolverConfig::default().inline_work)]
+    inline_work: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("gamesolver-server: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[tokio::main]
+async fn run(args: Args) -> anyhow::Result<()> {
+    let seconds = |s: f64, flag: &str| {
+        Duration::try_from_secs_f64(s)
+            .with_context(|| format!("--{flag} must be a non-negative number of seconds"))
+    };
+    let request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    let config = ServerConfig {
+        max_message_bytes: args.max_message_bytes,
+        shutdown_grace: seconds(args.shutdown_timeout, "shutdown-timeout")?,
+        max_concurrent_streams: args.max_concurrent_streams,
+        request_timeout: (!request_timeout.is_zero()).then_some(request_timeout),
+        solver: SolverConfig { inline_work: args.inline_work, ..SolverConfig::default() },
+        iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    // The one line on stdout, for scripts that start the server on port 0.
+    println!("listening on {addr}");
+    tracing::info!(%addr, "gamesolver-server ready");
+    server::serve(listener, config, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            },
+            Err(err) => {
+                tracing::warn!("no SIGTERM handler ({err}); stopping on SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

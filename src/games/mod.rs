@@ -1,0 +1,139 @@
+//! The pure solver core: synchronous, deterministic, no I/O, no tokio, no protobuf.
+//!
+//! Each game lives in its own module with a closed-form (or table-driven) solver and the
+//! winning move. `exhaustive` holds the brute-force minimax that the tests hold every
+//! solver to.
+
+pub mod stone_game_iv;
+pub mod stone_game_ix;
+pub mod sum_game;
+
+#[cfg(test)]
+pub(crate) mod exhaustive;
+
+pub use stone_game_iv::StoneGameIvTable;
+
+/// A player; Alice always moves first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Player {
+    /// The first player.
+    Alice,
+    /// The second player.
+    Bob,
+}
+
+/// Alice's winning first move, per game.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    /// Fill the '?' at `index` with `digit`.
+    SumGame {
+        /// Byte index of the '?' in the string.
+        index: u64,
+        /// The digit to write, 0 to 9.
+        digit: u8,
+    },
+    /// Remove the stone at `index` first.
+    StoneGameIx {
+        /// Index of the stone in the input.
+        index: u64,
+    },
+    /// Take `take` stones (a non-zero square).
+    StoneGameIv {
+        /// The square number of stones to take.
+        take: u64,
+    },
+}
+
+/// The result of optimal play.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Who wins.
+    pub winner: Player,
+    /// When Alice wins and a move is left to make, one move that keeps her winning.
+    pub winning_move: Option<Move>,
+}
+
+impl Outcome {
+    /// Bob wins; there is nothing for Alice to play.
+    pub const BOB: Outcome = Outcome { winner: Player::Bob, winning_move: None };
+
+    /// Alice wins by playing `winning_move` (if any move is left).
+    pub fn alice(winning_move: Option<Move>) -> Self {
+        Outcome { winner: Player::Alice, winning_move }
+    }
+
+    /// True when Alice wins.
+    pub fn alice_wins(&self) -> bool {
+        self.winner == Player::Alice
+    }
+}
+
+/// One problem of any of the three games, owning its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Game {
+    /// A Sum Game string of digits and '?'.
+    SumGame(String),
+    /// Stone Game IX stone values.
+    StoneGameIx(Vec<u64>),
+    /// Stone Game IV pile size.
+    StoneGameIv(u64),
+}
+
+impl Game {
+    /// Rough cost of solving, in input units (bytes or stones); decides inline vs. pool.
+    ///
+    /// Stone Game IV is cheap once its table covers `n` and is then counted as one unit;
+    /// whether the table must grow first is asked of the table, not estimated here.
+    pub fn work(&self) -> usize {
+        match self {
+            Game::SumGame(num) => num.len(),
+            Game::StoneGameIx(stones) => stones.len(),
+            Game::StoneGameIv(_) => 1,
+        }
+    }
+
+    /// The game's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Game::SumGame(_) => "sum game",
+            Game::StoneGameIx(_) => "stone game ix",
+            Game::StoneGameIv(_) => "stone game iv",
+        }
+    }
+
+    /// Solves the game; Stone Game IV answers from (and may grow) `iv_table`.
+    pub fn solve(&self, iv_table: &StoneGameIvTable) -> Result<Outcome, SolveError> {
+        match self {
+            Game::SumGame(num) => sum_game::solve(num),
+            Game::StoneGameIx(stones) => Ok(stone_game_ix::solve(stones)),
+            Game::StoneGameIv(n) => iv_table.solve(*n),
+        }
+    }
+}
+
+/// Why a problem has no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SolveError {
+    /// A Sum Game string holds something other than a digit or '?'.
+    #[error("sum game: invalid character {found:?} at index {index}; expected a digit or '?'")]
+    InvalidCharacter {
+        /// Byte index of the first bad character.
+        index: u64,
+        /// The character found there.
+        found: char,
+    },
+    /// A Sum Game string of odd length has no two halves.
+    #[error("sum game: length {len} is odd; the string must split into two equal halves")]
+    OddLength {
+        /// The string's length in bytes.
+        len: u64,
+    },
+    /// A Stone Game IV pile beyond the configured limit.
+    #[error("stone game iv: n = {n} is beyond the limit {limit} of this server")]
+    OutOfRange {
+        /// The requested pile size.
+        n: u64,
+        /// The largest n this server answers.
+        limit: u64,
+    },
+}

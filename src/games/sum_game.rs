@@ -1,0 +1,159 @@
+//! Sum Game (LeetCode 1927) in one pass over the string.
+//!
+//! With `n0, q0` the digit sum and '?' count of the left half and `n1, q1` of the right,
+//! let `D = 2(n0 - n1) - 9(q1 - q0)`. Bob wins iff `D == 0` (an even count of '?' is
+//! implied: `D` is odd when the count is odd). A move on a '?' changes `D` by `±(2d - 9)`,
+//! so at most 9 either way; Alice keeps `D` away from zero by moving it 9 further from
+//! zero each turn (a left '?' to 9 or a right '?' to 0 adds 9; the mirror subtracts 9),
+//! and Bob can take back at most 9.
+
+use super::{Move, Outcome, SolveError};
+
+/// Bytes scanned per block; small enough that the per-lane `u32` sums cannot overflow.
+const BLOCK: usize = 4096;
+
+/// Digit sum and '?' count of one half.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct HalfTally {
+    digits: u64,
+    marks: u64,
+}
+
+/// Tallies `half`, or returns the offset of its first byte that is neither digit nor '?'.
+fn tally(half: &[u8]) -> Result<HalfTally, usize> {
+    let mut total = HalfTally::default();
+    for (block_index, block) in half.chunks(BLOCK).enumerate() {
+        // Branch-free so that it vectorises; a bad byte is located only once seen.
+        let (mut digits, mut marks, mut bad) = (0u32, 0u32, 0u32);
+        for &byte in block {
+            let digit = byte.wrapping_sub(b'0');
+            let is_digit = digit <= 9;
+            let is_mark = byte == b'?';
+            digits += if is_digit { u32::from(digit) } else { 0 };
+            marks += u32::from(is_mark);
+            bad += u32::from(!is_digit & !is_mark);
+        }
+        if bad != 0 {
+            let offset = block.iter().position(|&b| !b.is_ascii_digit() && b != b'?');
+            return Err(block_index * BLOCK + offset.unwrap_or(0));
+        }
+        total.digits += u64::from(digits);
+        total.marks += u64::from(marks);
+    }
+    Ok(total)
+}
+
+/// Solves a Sum Game string; the winning move fills the first '?'.
+pub fn solve(num: &str) -> Result<Outcome, SolveError> {
+    let bytes = num.as_bytes();
+    let half = bytes.len() / 2;
+    let invalid = |index: usize| SolveError::InvalidCharacter {
+        index: index as u64,
+        found: num.get(index..).and_then(|rest| rest.chars().next()).unwrap_or(char::REPLACEMENT_CHARACTER),
+    };
+    let left = tally(&bytes[..half]).map_err(invalid)?;
+    let right = tally(&bytes[half..]).map_err(|offset| invalid(half + offset))?;
+    if bytes.len() % 2 == 1 {
+        return Err(SolveError::OddLength { len: bytes.len() as u64 });
+    }
+
+    // i128: a string of 2^63 digits cannot arrive, but the bound costs nothing to state.
+    let d = 2 * (i128::from(left.digits) - i128::from(right.digits))
+        - 9 * (i128::from(right.marks) - i128::from(left.marks));
+    if d == 0 {
+        return Ok(Outcome::BOB);
+    }
+    let Some(index) = bytes.iter().position(|&b| b == b'?') else {
+        // No '?' left: the sums differ and the game is already over.
+        return Ok(Outcome::alice(None));
+    };
+    let on_left = index < half;
+    // Push D further from zero: +9 is a left '?' to 9 or a right '?' to 0.
+    let digit = if (d > 0) == on_left { 9 } else { 0 };
+    Ok(Outcome::alice(Some(Move::SumGame { index: index as u64, digit })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::games::{exhaustive, Player};
+    use proptest::prelude::*;
+
+    fn winner(num: &str) -> Player {
+        solve(num).unwrap().winner
+    }
+
+    #[test]
+    fn seed_examples() {
+        assert_eq!(winner("5023"), Player::Bob);
+        assert_eq!(winner("25??"), Player::Alice);
+        assert_eq!(winner("?3295???"), Player::Bob);
+    }
+
+    #[test]
+    fn integer_division_trap() {
+        // An odd count of '?' is Alice's: `(q1 - q0) * 9 / 2` rounds and can fake a tie.
+        assert_eq!(winner("4?"), Player::Alice);
+        assert_eq!(winner("?5"), Player::Alice);
+        assert_eq!(winner("9?"), Player::Alice);
+    }
+
+    #[test]
+    fn degenerate_inputs() {
+        assert_eq!(solve("").unwrap(), Outcome::BOB);
+        assert_eq!(solve("12").unwrap(), Outcome::alice(None));
+        assert_eq!(solve("??").unwrap(), Outcome::BOB);
+    }
+
+    #[test]
+    fn bad_inputs_name_the_place() {
+        assert_eq!(solve("12a4").unwrap_err(), SolveError::InvalidCharacter { index: 2, found: 'a' });
+        assert_eq!(solve("12é4").unwrap_err(), SolveError::InvalidCharacter { index: 2, found: 'é' });
+        assert_eq!(solve("123").unwrap_err(), SolveError::OddLength { len: 3 });
+        let mut long = "1".repeat(3 * BLOCK);
+        long.replace_range(2 * BLOCK + 7..2 * BLOCK + 8, " ");
+        assert_eq!(
+            solve(&long).unwrap_err(),
+            SolveError::InvalidCharacter { index: (2 * BLOCK + 7) as u64, found: ' ' }
+        );
+    }
+
+    #[test]
+    fn large_input_counts_across_blocks() {
+        let num = format!("{}{}", "9".repeat(5 * BLOCK + 3), "?".repeat(5 * BLOCK + 3));
+        // 2 * 9 * len = 9 * len: Bob mirrors every pair to 9.
+        let len = (5 * BLOCK + 3) as u64;
+        let expected = if len % 2 == 0 { Player::Bob } else { Player::Alice };
+        assert_eq!(winner(&num), expected);
+    }
+
+    fn sum_game_string() -> impl Strategy<Value = String> {
+        (0usize..=5)
+            .prop_flat_map(|pairs| {
+                proptest::collection::vec(prop_oneof![Just('?'), proptest::char::range('0', '9')], 2 * pairs)
+            })
+            .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn matches_exhaustive_search(num in sum_game_string()) {
+            let outcome = solve(&num).unwrap();
+            let bytes = num.as_bytes().to_vec();
+            prop_assert_eq!(outcome.alice_wins(), exhaustive::sum_game_alice_wins(&bytes, true));
+            match outcome.winning_move {
+                Some(Move::SumGame { index, digit }) => {
+                    prop_assert!(outcome.alice_wins());
+                    let mut after = bytes.clone();
+                    prop_assert_eq!(after[index as usize], b'?');
+                    after[index as usize] = b'0' + digit;
+                    prop_assert!(exhaustive::sum_game_alice_wins(&after, false), "move {} {} does not win", index, digit);
+                }
+                Some(other) => prop_assert!(false, "wrong move kind {:?}", other),
+                None => prop_assert!(!outcome.alice_wins() || !num.contains('?')),
+            }
+        }
+    }
+}

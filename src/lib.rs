@@ -1,0 +1,18 @@
+//! gamesolver: exact answers to three two-player games, in bulk, over gRPC.
+//!
+//! # Layout
+//! - [`games`]: the pure solver core, one module a game; no I/O, no async, no protobuf.
+//! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
+//! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
+//! - [`service`]: the `GameSolver` gRPC service: validates, fans out to the CPU pool.
+//! - [`pool`]: runs CPU-heavy work on rayon without blocking the async runtime.
+//! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits.
+//! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
+//! - `src/bin/`: thin binaries that parse flags and call into the above.
+
+pub mod convert;
+pub mod games;
+pub mod pb;
+pub mod pool;
+pub mod server;
+pub mod service;

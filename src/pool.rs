@@ -1,0 +1,76 @@
+//! The bridge from async handlers to CPU-bound work.
+//!
+//! Solving runs on rayon's pool so that tokio's workers keep serving I/O. A job whose
+//! caller has gone (deadline, cancelled stream) is skipped before it starts, and a panic
+//! in a solver becomes an error for that caller alone.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use tokio::sync::oneshot;
+
+/// Why a pool job produced no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    /// The job panicked; the message is the panic's payload when it was a string.
+    #[error("solver panicked: {0}")]
+    Panicked(String),
+    /// The pool dropped the job without running it (it is shutting down).
+    #[error("solver pool is shutting down")]
+    Gone,
+}
+
+/// Runs `job` on rayon's global pool and waits for it without blocking the runtime.
+pub async fn run<T, F>(job: F) -> Result<T, PoolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let (reply, result) = oneshot::channel();
+    rayon::spawn(move || {
+        if reply.is_closed() {
+            return; // the caller gave up while the job was queued
+        }
+        let _ = reply.send(catch_unwind(AssertUnwindSafe(job)).map_err(panic_message));
+    });
+    result.await.map_err(|_| PoolError::Gone)?
+}
+
+/// Runs a job that may block for long (waits on locks, long table growth) on tokio's
+/// blocking pool, with the same error handling as [`run`].
+pub async fn run_blocking<T, F>(job: F) -> Result<T, PoolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || catch_unwind(AssertUnwindSafe(job)).map_err(panic_message))
+        .await
+        .map_err(|_| PoolError::Gone)?
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> PoolError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    PoolError::Panicked(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_the_value() {
+        assert_eq!(run(|| 6 * 7).await, Ok(42));
+        assert_eq!(run_blocking(|| 6 * 7).await, Ok(42));
+    }
+
+    #[tokio::test]
+    async fn a_panic_becomes_an_error() {
+        let err = run(|| -> u32 { panic!("boom") }).await.unwrap_err();
+        assert_eq!(err, PoolError::Panicked("boom".into()));
+        let err = run_blocking(|| -> u32 { panic!("{}", "bang") }).await.unwrap_err();
+        assert_eq!(err, PoolError::Panicked("bang".into()));
+    }
+}

@@ -1,0 +1,131 @@
+//! Assembles and runs the gRPC server: the solver service, health, reflection, limits.
+//!
+//! [`serve`] takes an already-bound listener and a shutdown future, so that tests bind
+//! `127.0.0.1:0` and the binary binds its flag; both get the same server.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+use crate::games::StoneGameIvTable;
+use crate::pb;
+use crate::pb::game_solver_server::GameSolverServer;
+use crate::service::{GameSolverService, Solver, SolverConfig};
+
+/// Default limit of one gRPC message, each way: room for a 10^7-character Sum Game
+/// (or 8·10^6 stones) with headroom.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The service name that health checks and reflection report.
+pub const SERVICE_NAME: &str = "gamesolver.v1.GameSolver";
+
+/// Everything `serve` needs besides the listener.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest encoded request or response message.
+    pub max_message_bytes: usize,
+    /// After shutdown is asked for, in-flight calls get this long before being dropped.
+    pub shutdown_grace: Duration,
+    /// HTTP/2 streams (calls) allowed at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// Upper bound on any call's duration; a client's shorter `grpc-timeout` wins.
+    pub request_timeout: Option<Duration>,
+    /// Fan-out tuning.
+    pub solver: SolverConfig,
+    /// The shared Stone Game IV table.
+    pub iv_table: Arc<StoneGameIvTable>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            shutdown_grace: Duration::from_secs(30),
+            max_concurrent_streams: 1024,
+            request_timeout: None,
+            solver: SolverConfig::default(),
+            iv_table: Arc::new(StoneGameIvTable::new(crate::games::stone_game_iv::DEFAULT_LIMIT)),
+        }
+    }
+}
+
+/// What stops the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The HTTP/2 transport failed.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The reflection service could not be built from the descriptor sets.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// Serves on `listener` until `shutdown` resolves, then drains in-flight calls for at
+/// most `config.shutdown_grace`.
+pub async fn serve(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let solver = Arc::new(Solver::new(Arc::clone(&config.iv_table), config.solver.clone()));
+    let solver_service = GameSolverServer::new(GameSolverService::new(solver))
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd)
+        .send_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Zstd);
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
+    health.set_service_status("", ServingStatus::Serving).await;
+
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+
+    let stopping = CancellationToken::new();
+    let trigger = stopping.clone();
+    let reporter = health.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; draining in-flight calls");
+        reporter.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+        reporter.set_service_status("", ServingStatus::NotServing).await;
+        trigger.cancel();
+    });
+
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)));
+    if let Some(timeout) = config.request_timeout {
+        builder = builder.timeout(timeout);
+    }
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = builder
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(solver_service)
+        .serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
+
+    let grace = config.shutdown_grace;
+    tokio::select! {
+        result = server => result?,
+        () = async { stopping.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(?grace, "shutdown grace period over; dropping the calls still in flight");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! The `GameSolver` gRPC service: a thin adapter over the solver core.
+//!
+//! Small problems are solved inline on the async worker (cheaper than a hop to another
+//! thread); anything whose input exceeds [`SolverConfig::inline_work`] goes to the rayon
+//! pool, and batches are split across it. Stone Game IV piles beyond the table's range
+//! first grow the table on the blocking pool, once per batch.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use rayon::prelude::*;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{self, ProblemError};
+use crate::games::{Game, Outcome, StoneGameIvTable};
+use crate::pb;
+use crate::pool::{self, PoolError};
+
+/// Tuning of the fan-out.
+#[derive(Debug, Clone)]
+pub struct SolverConfig {
+    /// A problem (or batch) with at most this much input (bytes or stones) is solved on
+    /// the calling async worker; larger ones go to the CPU pool.
+    pub inline_work: usize,
+    /// Problems of one `SolveStream` call solved concurrently, ahead of the one the
+    /// client is waiting for.
+    pub stream_window: usize,
+    /// Batches of one `SolveBatchStream` call solved concurrently.
+    pub batch_window: usize,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        SolverConfig { inline_work: 32 * 1024, stream_window: 64, batch_window: 4 }
+    }
+}
+
+/// Smallest number of problems that one rayon task of a batch takes.
+const MIN_PROBLEMS_PER_TASK: usize = 256;
+
+/// The solver behind the RPCs: the Stone Game IV table plus the fan-out policy.
+#[derive(Debug)]
+pub struct Solver {
+    iv_table: Arc<StoneGameIvTable>,
+    config: SolverConfig,
+}
+
+impl Solver {
+    /// A solver answering Stone Game IV from `iv_table`.
+    pub fn new(iv_table: Arc<StoneGameIvTable>, config: SolverConfig) -> Self {
+        Solver { iv_table, config }
+    }
+
+    /// Grows the Stone Game IV table to the largest pile in `piles` that needs it.
+    async fn prepare_iv(&self, piles: impl Iterator<Item = u64>) -> Result<(), PoolError> {
+        let Some(n) = piles.filter(|&n| self.iv_table.needs_extension(n)).max() else {
+            return Ok(());
+        };
+        let table = Arc::clone(&self.iv_table);
+        // An OutOfRange here cannot happen (needs_extension checks the limit), and a
+        // pile that is out of range gets its own error from `solve`.
+        pool::run_blocking(move || table.extend_to(n).map(drop)).await?.ok();
+        Ok(())
+    }
+
+    /// Solves one game.
+    pub async fn solve(&self, game: Game) -> Result<Outcome, ProblemError> {
+        if let Game::StoneGameIv(n) = game {
+            self.prepare_iv(std::iter::once(n)).await?;
+        }
+        if game.work() <= self.config.inline_work {
+            return solve_guarded(&game, &self.iv_table);
+        }
+        let table = Arc::clone(&self.iv_table);
+        pool::run(move || solve_guarded(&game, &table)).await?
+    }
+
+    /// Solves one wire problem into its wire solution; errors go into the solution.
+    pub async fn solve_problem(&self, problem: pb::Problem) -> pb::Solution {
+        let (id, game) = convert::problem(problem);
+        let result = match game {
+            Ok(game) => self.solve(game).await,
+            Err(err) => Err(err),
+        };
+        convert::solution(id, result)
+    }
+
+    /// Solves a batch, one solution per problem in the same order.
+    pub async fn solve_batch(&self, problems: Vec<pb::Problem>) -> Result<Vec<pb::Solution>, PoolError> {
+        let problems: Vec<_> = problems.into_iter().map(convert::problem).collect();
+        let piles = problems.iter().filter_map(|(_, game)| match game {
+            Ok(Game::StoneGameIv(n)) => Some(*n),
+            _ => None,
+        });
+        self.prepare_iv(piles).await?;
+
+        let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
+        let solve_one = |table: &StoneGameIvTable, (id, game): (String, Result<Game, ProblemError>)| {
+            let result = game.and_then(|game| solve_guarded(&game, table));
+            convert::solution(id, result)
+        };
+        if work <= self.config.inline_work {
+            return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, p)).collect());
+        }
+        let table = Arc::clone(&self.iv_table);
+        pool::run(move || {
+            problems
+                .into_par_iter()
+                .with_min_len(MIN_PROBLEMS_PER_TASK)
+                .map(|p| solve_one(&table, p))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// Solves `game`, turning a panic into an error for this problem alone.
+fn solve_guarded(game: &Game, table: &StoneGameIvTable) -> Result<Outcome, ProblemError> {
+    catch_unwind(AssertUnwindSafe(|| game.solve(table)))
+        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))?
+        .map_err(Into::into)
+}
+
+/// The tonic service; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GameSolverService {
+    solver: Arc<Solver>,
+}
+
+impl GameSolverService {
+    /// A service over `solver`.
+    pub fn new(solver: Arc<Solver>) -> Self {
+        GameSolverService { solver }
+    }
+}
+
+type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+fn pool_status(err: PoolError) -> Status {
+    ProblemError::from(err).into()
+}
+
+#[tonic::async_trait]
+impl pb::game_solver_server::GameSolver for GameSolverService {
+    async fn solve(&self, request: Request<pb::Problem>) -> Result<Response<pb::Solution>, Status> {
+        let (id, game) = convert::problem(request.into_inner());
+        let outcome = self.solver.solve(game?).await?;
+        Ok(Response::new(convert::solution(id, Ok(outcome))))
+    }
+
+    async fn solve_batch(
+        &self,
+        request: Request<pb::ProblemBatch>,
+    ) -> Result<Response<pb::SolutionBatch>, Status> {
+        let solutions = self.solver.solve_batch(request.into_inner().problems).await.map_err(pool_status)?;
+        Ok(Response::new(pb::SolutionBatch { solutions }))
+    }
+
+    type SolveStreamStream = ResponseStream<pb::Solution>;
+
+    async fn solve_stream(
+        &self,
+        request: Request<Streaming<pb::Problem>>,
+    ) -> Result<Response<Self::SolveStreamStream>, Status> {
+        let solver = Arc::clone(&self.solver);
+        let window = solver.config.stream_window.max(1);
+        let solutions = request
+            .into_inner()
+            .map(move |problem| {
+                let solver = Arc::clone(&solver);
+                async move { Ok(solver.solve_problem(problem?).await) }
+            })
+            .buffered(window);
+        Ok(Response::new(Box::pin(stop_after_error(solutions))))
+    }
+
+    type SolveBatchStreamStream = ResponseStream<pb::SolutionBatch>;
+
+    async fn solve_batch_stream(
+        &self,
+        request: Request<Streaming<pb::ProblemBatch>>,
+    ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
+        let solver = Arc::clone(&self.solver);
+        let window = solver.config.batch_window.max(1);
+        let solutions = request
+            .into_inner()
+            .map(move |batch| {
+                let solver = Arc::clone(&solver);
+                async move {
+                    let solutions = solver.solve_batch(batch?.problems).await.map_err(pool_status)?;
+                    Ok(pb::SolutionBatch { solutions })
+                }
+            })
+            .buffered(window);
+        Ok(Response::new(Box::pin(stop_after_error(solutions))))
+    }
+}
+
+/// Ends a response stream after its first error, which becomes the call's status.
+fn stop_after_error<T>(
+    items: impl Stream<Item = Result<T, Status>>,
+) -> impl Stream<Item = Result<T, Status>> {
+    items.scan(false, |failed, item| {
+        let next = (!*failed).then(|| {
+            *failed = item.is_err();
+            item
+        });
+        futures::future::ready(next)
+    })
+}
