@@ -73,31 +73,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let shutdown = shutdown_signal()?;
     let addr = listener.local_addr()?;
     // The one line on stdout, for scripts that start the server on port 0.
     println!("listening on {addr}");
     tracing::info!(%addr, "gamesolver-server ready");
-    server::serve(listener, config, shutdown_signal()).await?;
+    server::serve(listener, config, shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Resolves on the first SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Installs the SIGINT/SIGTERM handlers now (before the address is printed, so that a
+/// script's early signal is not lost) and returns a future that resolves on the first.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            },
-            Err(err) => {
-                tracing::warn!("no SIGTERM handler ({err}); stopping on SIGINT only");
-                let _ = tokio::signal::ctrl_c().await;
+        let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                _ = terminate.recv() => tracing::info!("SIGTERM received"),
             }
-        }
+        })
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }

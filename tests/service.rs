@@ -1,0 +1,348 @@
+//! The four RPCs, health, reflection and error codes against a real server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use futures::StreamExt;
+use gamesolver::games::{Game, StoneGameIvTable};
+use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::server::ServerConfig;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+
+fn sum(id: &str, num: &str) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(G::SumGame(pb::SumGame { num: num.into() })) }
+}
+
+fn ix(id: &str, stones: &[u64]) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(G::StoneGameIx(pb::StoneGameIx { stones: stones.to_vec() })) }
+}
+
+fn iv(id: &str, n: u64) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(G::StoneGameIv(pb::StoneGameIv { n })) }
+}
+
+fn winner(solution: &pb::Solution) -> pb::Winner {
+    pb::Winner::try_from(solution.winner).unwrap()
+}
+
+/// The answer the solver core gives, as the wire would carry it.
+fn expected(problem: &pb::Problem, table: &StoneGameIvTable) -> pb::Solution {
+    let (id, game) = gamesolver::convert::problem(problem.clone());
+    let result = game.and_then(|g: Game| g.solve(table).map_err(Into::into));
+    gamesolver::convert::solution(id, result)
+}
+
+#[tokio::test]
+async fn solve_answers_each_game_with_a_winning_move() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+
+    let answer = client.solve(sum("s", "25??")).await.unwrap().into_inner();
+    assert_eq!((answer.id.as_str(), answer.alice_wins, winner(&answer)), ("s", true, pb::Winner::Alice));
+    let Some(pb::Move { game: Some(pb::r#move::Game::SumGame(m)) }) = answer.winning_move else {
+        panic!("no sum game move in {answer:?}")
+    };
+    assert_eq!(m.index, 2);
+
+    let answer = client.solve(sum("b", "?3295???")).await.unwrap().into_inner();
+    assert_eq!((answer.alice_wins, winner(&answer), answer.winning_move), (false, pb::Winner::Bob, None));
+
+    let answer = client.solve(ix("x", &[3, 1, 2])).await.unwrap().into_inner();
+    assert_eq!(winner(&answer), pb::Winner::Bob);
+    let answer = client.solve(ix("y", &[2, 1])).await.unwrap().into_inner();
+    assert_eq!(winner(&answer), pb::Winner::Alice);
+    assert!(matches!(answer.winning_move.and_then(|m| m.game), Some(pb::r#move::Game::StoneGameIx(_))));
+
+    let answer = client.solve(iv("v", 7)).await.unwrap().into_inner();
+    assert_eq!(winner(&answer), pb::Winner::Bob);
+    let answer = client.solve(iv("w", 4)).await.unwrap().into_inner();
+    assert_eq!(
+        answer.winning_move.and_then(|m| m.game),
+        Some(pb::r#move::Game::StoneGameIv(pb::StoneGameIvMove { take: 4 }))
+    );
+}
+
+#[tokio::test]
+async fn degenerate_inputs_are_bob_wins() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    for problem in [sum("", ""), ix("", &[]), iv("", 0)] {
+        let answer = client.solve(problem).await.unwrap().into_inner();
+        assert_eq!((answer.alice_wins, winner(&answer)), (false, pb::Winner::Bob));
+        assert_eq!(answer.error, None);
+    }
+}
+
+#[tokio::test]
+async fn bad_problems_get_clear_status_codes() {
+    let config = ServerConfig { iv_table: StoneGameIvTable::new(1000).into(), ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+
+    let status = client.solve(pb::Problem { id: "none".into(), game: None }).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("no game"), "{}", status.message());
+
+    let status = client.solve(sum("c", "12x4")).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("index 2"), "{}", status.message());
+
+    let status = client.solve(sum("o", "123")).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("odd"), "{}", status.message());
+
+    let status = client.solve(iv("big", 1001)).await.unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange);
+    assert!(status.message().contains("1000"), "{}", status.message());
+
+    // The server goes on answering.
+    assert!(client.solve(iv("ok", 1000)).await.is_ok());
+}
+
+#[tokio::test]
+async fn batch_keeps_order_and_reports_bad_problems_in_place() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let problems = vec![
+        sum("0", "25??"),
+        pb::Problem { id: "1".into(), game: None },
+        sum("2", "1?a?"),
+        ix("3", &[5, 1, 2, 4, 3]),
+        iv("4", 10),
+    ];
+    let batch = pb::ProblemBatch { problems: problems.clone() };
+    let solutions = client.solve_batch(batch).await.unwrap().into_inner().solutions;
+    let ids: Vec<_> = solutions.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["0", "1", "2", "3", "4"]);
+    let code = |s: &pb::Solution| s.error.as_ref().map(|e| e.code);
+    assert_eq!(code(&solutions[1]), Some(pb::error::Code::InvalidArgument as i32));
+    assert_eq!(code(&solutions[2]), Some(pb::error::Code::InvalidArgument as i32));
+    assert!(solutions[2].error.as_ref().unwrap().message.contains("index 2"));
+    assert_eq!(winner(&solutions[0]), pb::Winner::Alice);
+    assert_eq!(winner(&solutions[3]), pb::Winner::Bob);
+    assert_eq!(winner(&solutions[4]), pb::Winner::Bob); // 10 is a P-position
+}
+
+/// Problems of mixed sizes, so that some are solved inline and some on the pool.
+fn mixed_problems(count: usize) -> Vec<pb::Problem> {
+    (0..count)
+        .map(|i| {
+            let id = i.to_string();
+            match i % 4 {
+                0 => sum(&id, &format!("{}?{}", i % 10, "9".repeat(if i % 8 == 0 { 50_001 } else { 5 }))),
+                1 => ix(&id, &(0..(i as u64 % 7) * 10_000).map(|s| s * 7 + i as u64).collect::<Vec<_>>()),
+                2 => iv(&id, (i as u64 * 7919) % 5000),
+                _ => sum(&id, "??1?"),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn large_batch_matches_the_solver_core() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let problems = mixed_problems(2000);
+    let table = StoneGameIvTable::new(10_000);
+    let solutions = client
+        .solve_batch(pb::ProblemBatch { problems: problems.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .solutions;
+    assert_eq!(solutions.len(), problems.len());
+    for (problem, solution) in problems.iter().zip(&solutions) {
+        assert_eq!(solution, &expected(problem, &table));
+    }
+}
+
+#[tokio::test]
+async fn solve_stream_answers_before_the_client_finishes_sending() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let (send, requests) = mpsc::channel(4);
+    let mut answers = client.solve_stream(ReceiverStream::new(requests)).await.unwrap().into_inner();
+    for (i, problem) in [sum("a", "25??"), ix("b", &[1, 2]), pb::Problem::default()].into_iter().enumerate() {
+        send.send(problem).await.unwrap();
+        // The sender is still open: each answer must come back on its own.
+        let answer =
+            tokio::time::timeout(Duration::from_secs(30), answers.next()).await.unwrap().unwrap().unwrap();
+        match i {
+            0 | 1 => assert_eq!(winner(&answer), pb::Winner::Alice),
+            _ => assert_eq!(answer.error.map(|e| e.code), Some(pb::error::Code::InvalidArgument as i32)),
+        }
+    }
+    drop(send);
+    assert!(answers.next().await.is_none());
+}
+
+#[tokio::test]
+async fn solve_stream_keeps_request_order() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let problems = mixed_problems(600);
+    let table = StoneGameIvTable::new(10_000);
+    let answers: Vec<_> = client
+        .solve_stream(futures::stream::iter(problems.clone()))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|a| a.unwrap())
+        .collect()
+        .await;
+    assert_eq!(answers.len(), problems.len());
+    for (problem, answer) in problems.iter().zip(&answers) {
+        assert_eq!(answer, &expected(problem, &table));
+    }
+}
+
+#[tokio::test]
+async fn solve_batch_stream_keeps_batch_order() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let problems = mixed_problems(3000);
+    let batches: Vec<_> =
+        problems.chunks(250).map(|chunk| pb::ProblemBatch { problems: chunk.to_vec() }).collect();
+    let table = StoneGameIvTable::new(10_000);
+    let answers: Vec<pb::Solution> = client
+        .solve_batch_stream(futures::stream::iter(batches))
+        .await
+        .unwrap()
+        .into_inner()
+        .flat_map(|batch| futures::stream::iter(batch.unwrap().solutions))
+        .collect()
+        .await;
+    assert_eq!(answers.len(), problems.len());
+    for (problem, answer) in problems.iter().zip(&answers) {
+        assert_eq!(answer, &expected(problem, &table));
+    }
+}
+
+#[tokio::test]
+async fn ten_million_character_problem_fits_the_default_limit() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let half = 5_000_000;
+    let num = format!("{}?{}?", "9".repeat(half - 1), "9".repeat(half - 1));
+    let answer = client.solve(sum("huge", &num)).await.unwrap().into_inner();
+    // Equal halves with one '?' each: Bob mirrors Alice's digit.
+    assert_eq!(winner(&answer), pb::Winner::Bob);
+}
+
+#[tokio::test]
+async fn message_over_the_limit_is_refused_and_the_server_goes_on() {
+    let config = ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    let status = client.solve(sum("big", &"1".repeat(4096))).await.unwrap_err();
+    assert_ne!(status.code(), Code::Ok);
+    assert!(client.solve(sum("small", "11")).await.is_ok());
+}
+
+#[tokio::test]
+async fn health_reports_serving_for_the_service_and_the_server() {
+    use tonic_health::pb::{
+        health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest,
+    };
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut health = HealthClient::new(server.channel().await);
+    for service in ["", "gamesolver.v1.GameSolver"] {
+        let response = health.check(HealthCheckRequest { service: service.into() }).await.unwrap();
+        assert_eq!(response.into_inner().status, ServingStatus::Serving as i32, "service {service:?}");
+    }
+    let status = health.check(HealthCheckRequest { service: "no.such.Service".into() }).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn reflection_v1_lists_the_services_and_describes_them() {
+    use tonic_reflection::pb::v1::{
+        server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
+        server_reflection_response::MessageResponse, ServerReflectionRequest,
+    };
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut reflection = ServerReflectionClient::new(server.channel().await);
+    let requests = [
+        MessageRequest::ListServices(String::new()),
+        MessageRequest::FileContainingSymbol("gamesolver.v1.GameSolver".into()),
+    ]
+    .map(|request| ServerReflectionRequest { host: String::new(), message_request: Some(request) });
+    let responses: Vec<_> = reflection
+        .server_reflection_info(futures::stream::iter(requests))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|r| r.unwrap().message_response.unwrap())
+        .collect()
+        .await;
+    let MessageResponse::ListServicesResponse(list) = &responses[0] else { panic!("{:?}", responses[0]) };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    for expected in ["gamesolver.v1.GameSolver", "grpc.health.v1.Health"] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    let MessageResponse::FileDescriptorResponse(file) = &responses[1] else { panic!("{:?}", responses[1]) };
+    assert!(!file.file_descriptor_proto.is_empty());
+}
+
+#[tokio::test]
+async fn reflection_v1alpha_is_served_too() {
+    use tonic_reflection::pb::v1alpha::{
+        server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
+        server_reflection_response::MessageResponse, ServerReflectionRequest,
+    };
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut reflection = ServerReflectionClient::new(server.channel().await);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses =
+        reflection.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+    let response = responses.next().await.unwrap().unwrap().message_response.unwrap();
+    let MessageResponse::ListServicesResponse(list) = response else { panic!("{response:?}") };
+    assert!(list.service.iter().any(|s| s.name == "gamesolver.v1.GameSolver"));
+}
+
+#[tokio::test]
+async fn shutdown_finishes_in_flight_calls_then_stops() {
+    let mut server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let (send, requests) = mpsc::channel(4);
+    let mut answers = client.solve_stream(ReceiverStream::new(requests)).await.unwrap().into_inner();
+    send.send(sum("before", "25??")).await.unwrap();
+    assert!(answers.next().await.unwrap().is_ok());
+
+    server.trigger_shutdown();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The call that was in flight still gets its answers.
+    send.send(sum("during", "25??")).await.unwrap();
+    let answer = answers.next().await.unwrap().unwrap();
+    assert_eq!(answer.id, "during");
+    drop(send);
+    assert!(answers.next().await.is_none());
+
+    let stopped = tokio::time::timeout(Duration::from_secs(30), &mut server.task).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    // New connections are refused once it has stopped.
+    assert!(tonic::transport::Channel::from_shared(server.url()).unwrap().connect().await.is_err());
+}
+
+#[tokio::test]
+async fn shutdown_grace_bounds_a_call_that_never_ends() {
+    let config = ServerConfig { shutdown_grace: Duration::from_millis(300), ..ServerConfig::default() };
+    let mut server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    let (send, requests) = mpsc::channel(1);
+    let mut answers = client.solve_stream(ReceiverStream::new(requests)).await.unwrap().into_inner();
+    send.send(sum("a", "11")).await.unwrap();
+    assert!(answers.next().await.unwrap().is_ok());
+    server.trigger_shutdown();
+    // The client never closes its stream; the server stops anyway after the grace.
+    let stopped = tokio::time::timeout(Duration::from_secs(30), &mut server.task).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    drop(send);
+}
