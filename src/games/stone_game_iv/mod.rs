@@ -1,41 +1,127 @@
-//! Stone Game IV (LeetCode 1510) for every n up to a configured limit.
+//! Stone Game IV (LeetCode 1510) for every n up to a configured limit (10^9 by default).
 //!
 //! A pile is lost for the player to move (a P-position) iff no square move leads to a
-//! P-position. P-positions are sparse, so the table keeps only their sorted list and
-//! grows it on demand; a query inside the known range is a binary search.
+//! P-position. P-positions are sparse (1,727,524 below 10^9), so the table keeps only
+//! their sorted list, grows it on demand with the segmented [`sieve`], and answers a
+//! pile inside the known range by binary search.
 //!
-//! PLACEHOLDER: the extension below is the plain definition, O(n·√n·log n); issue #4
-//! replaces it with the segmented sieve.
+//! The table is shared by every request. One thread extends it at a time and publishes
+//! each finished segment, so a request inside the known range never waits, and one
+//! waiting for a pile the running extension will reach wakes as soon as it is covered.
+
+pub mod sieve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
+use self::sieve::{first_at_least, Sieve, SEGMENT};
 use super::{Move, Outcome, SolveError};
+
+pub use self::sieve::losing_positions_below;
 
 /// The default largest n answered.
 pub const DEFAULT_LIMIT: u64 = 1_000_000_000;
+
+/// A list of P-positions fails a check before being trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidLosingList {
+    /// The list claims to cover numbers beyond what a `u32` list can describe.
+    #[error("covered range {covered} exceeds 2^32")]
+    TooLarge {
+        /// The claimed end of the covered range.
+        covered: u64,
+    },
+    /// Not sorted strictly upwards at this index.
+    #[error("not strictly increasing at index {index}")]
+    NotIncreasing {
+        /// Index of the first element not above its predecessor.
+        index: usize,
+    },
+    /// A P-position at or beyond the covered range.
+    #[error("P-position {value} is not below the covered range {covered}")]
+    BeyondCovered {
+        /// The offending element.
+        value: u32,
+        /// The claimed end of the covered range.
+        covered: u64,
+    },
+    /// The list disagrees with a fresh computation of its first numbers.
+    #[error("disagrees with the definition below {checked}")]
+    Wrong {
+        /// The end of the prefix that was recomputed.
+        checked: u64,
+    },
+}
+
+/// How much of a list [`check_losing_list`] recomputes: a few milliseconds, enough to
+/// catch a list written by a different (buggy) program that still looks well-formed.
+const SPOT_CHECK: u64 = 1 << 20;
+
+/// Checks that `losing` can be the P-positions below `covered`: sorted, in range, and
+/// equal to the definition on its first [`SPOT_CHECK`] numbers.
+pub fn check_losing_list(covered: u64, losing: &[u32]) -> Result<(), InvalidLosingList> {
+    if covered > 1 << 32 {
+        return Err(InvalidLosingList::TooLarge { covered });
+    }
+    if let Some(index) = losing.windows(2).position(|pair| pair[0] >= pair[1]) {
+        return Err(InvalidLosingList::NotIncreasing { index: index + 1 });
+    }
+    if let Some(&value) = losing.last().filter(|&&last| u64::from(last) >= covered) {
+        return Err(InvalidLosingList::BeyondCovered { value, covered });
+    }
+    let checked = covered.min(SPOT_CHECK);
+    let prefix = &losing[..first_at_least(losing, 0, checked)];
+    if prefix != losing_positions_below(checked) {
+        return Err(InvalidLosingList::Wrong { checked });
+    }
+    Ok(())
+}
 
 /// A shared, growing table of Stone Game IV P-positions.
 #[derive(Debug)]
 pub struct StoneGameIvTable {
     limit: u64,
-    /// Sorted P-positions below `covered`.
+    /// Sorted P-positions below `covered`. Readers hold the lock for one binary search;
+    /// the extender holds a read lock while sieving and a write lock only to append.
     losing: RwLock<Vec<u32>>,
-    /// Every n below this is classified.
+    /// Every n below this is classified; stored under `losing`'s write lock, after the
+    /// append.
     covered: AtomicU64,
-    /// Held by the one thread that extends the table.
-    extension: Mutex<()>,
+    /// Whether an extension runs; waiters sleep on `progressed`.
+    extension: Mutex<Extension>,
+    /// Signalled on every published segment and when an extension ends.
+    progressed: Condvar,
+    /// The sieve's cursors, kept between extensions; only the extender locks it.
+    sieve: Mutex<Sieve>,
+}
+
+#[derive(Debug, Default)]
+struct Extension {
+    running: bool,
+}
+
+/// Ends an extension when dropped, even by a panic, so that waiters can take over.
+struct ExtensionGuard<'a>(&'a StoneGameIvTable);
+
+impl Drop for ExtensionGuard<'_> {
+    fn drop(&mut self) {
+        self.0.extension.lock().running = false;
+        self.0.progressed.notify_all();
+    }
 }
 
 impl StoneGameIvTable {
-    /// An empty table answering n up to `limit` (at most `u32::MAX`).
+    /// An empty table answering n up to `limit` (at most `u32::MAX`, which keeps every
+    /// P-position in a `u32`).
     pub fn new(limit: u64) -> Self {
         StoneGameIvTable {
             limit: limit.min(u64::from(u32::MAX)),
             losing: RwLock::new(Vec::new()),
             covered: AtomicU64::new(0),
-            extension: Mutex::new(()),
+            extension: Mutex::new(Extension::default()),
+            progressed: Condvar::new(),
+            sieve: Mutex::new(Sieve::new()),
         }
     }
 
@@ -54,39 +140,97 @@ impl StoneGameIvTable {
         n >= self.covered() && n <= self.limit
     }
 
-    /// Grows the table to cover `n`; blocks. Concurrent callers share one extension.
+    /// Grows the table to cover `n`; blocks. One thread extends at a time; others wait
+    /// for it and wake as soon as their `n` is covered. A caller whose `n` lies beyond the
+    /// running extension's target waits for it to end and then extends further itself, so
+    /// that no caller waits for work only a later caller needs.
     pub fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         self.check_limit(n)?;
-        let _only_extender = self.extension.lock();
-        let start = self.covered();
-        if n < start {
-            return Ok(());
-        }
-        let mut losing = self.losing.read().clone();
-        for m in start..=n {
-            let is_losing = (1u64..)
-                .map(|k| k * k)
-                .take_while(|&sq| sq <= m)
-                .all(|sq| losing.binary_search(&((m - sq) as u32)).is_err());
-            if is_losing {
-                losing.push(m as u32);
+        loop {
+            if n < self.covered() {
+                return Ok(());
             }
+            let mut extension = self.extension.lock();
+            if n < self.covered() {
+                return Ok(());
+            }
+            if extension.running {
+                self.progressed.wait(&mut extension);
+                continue;
+            }
+            extension.running = true;
+            drop(extension);
+            let _guard = ExtensionGuard(self);
+            self.run_extension(n);
         }
-        *self.losing.write() = losing;
-        self.covered.store(n + 1, Ordering::Release);
-        Ok(())
+    }
+
+    /// Sieves whole segments until `n` is covered (never beyond the limit), publishing
+    /// each one. The caller holds the extension role.
+    fn run_extension(&self, n: u64) {
+        let mut sieve = self.sieve.lock();
+        let end = self.limit + 1;
+        let mut found = Vec::new();
+        while self.covered() <= n {
+            let lo = self.covered();
+            let hi = (lo + SEGMENT).min(end);
+            found.clear();
+            sieve.classify(&self.losing.read(), lo, hi, &mut found);
+            let mut losing = self.losing.write();
+            losing.extend_from_slice(&found);
+            // Under the lock, so that a snapshot never sees entries beyond `covered`.
+            self.covered.store(hi, Ordering::Release);
+            drop(losing);
+            // Taking the lock orders this wake-up after any waiter's check of `covered`.
+            drop(self.extension.lock());
+            self.progressed.notify_all();
+        }
     }
 
     /// Solves a pile of `n`, growing the table first if needed (blocking).
+    ///
+    /// When Alice wins, her move takes the smallest square k² that leaves a P-position:
+    /// deterministic, and found by walking k upwards and the list downwards together.
     pub fn solve(&self, n: u64) -> Result<Outcome, SolveError> {
         self.extend_to(n)?;
         let losing = self.losing.read();
-        let is_losing = |m: u64| losing.binary_search(&(m as u32)).is_ok();
-        if is_losing(n) {
+        let below = losing.partition_point(|&p| u64::from(p) < n);
+        if losing.get(below).is_some_and(|&p| u64::from(p) == n) {
             return Ok(Outcome::BOB);
         }
-        let take = (1u64..).map(|k| k * k).take_while(|&sq| sq <= n).find(|&sq| is_losing(n - sq));
+        let take = smallest_winning_take(&losing[..below], n);
+        debug_assert!(take.is_some() || n == 0, "a winning n = {n} without a winning move");
         Ok(Outcome::alice(take.map(|take| Move::StoneGameIv { take })))
+    }
+
+    /// The covered range and a copy of the P-positions below it, for saving.
+    pub fn snapshot(&self) -> (u64, Vec<u32>) {
+        let losing = self.losing.read();
+        // Read under the lock: `covered` moves only under the write lock.
+        (self.covered(), losing.clone())
+    }
+
+    /// Replaces the table's contents by `losing`, the P-positions below `covered` (e.g.
+    /// loaded from disk), after [`check_losing_list`]. Keeps the current contents when
+    /// they already cover more; anything beyond the limit is dropped. Waits for a
+    /// running extension to end.
+    pub fn restore(&self, covered: u64, mut losing: Vec<u32>) -> Result<(), InvalidLosingList> {
+        check_losing_list(covered, &losing)?;
+        let covered = covered.min(self.limit + 1);
+        losing.truncate(first_at_least(&losing, 0, covered));
+        let mut extension = self.extension.lock();
+        while extension.running {
+            self.progressed.wait(&mut extension);
+        }
+        if covered > self.covered() {
+            // The sieve's cursors no longer match: it resyncs on its next segment.
+            let mut current = self.losing.write();
+            *current = losing;
+            self.covered.store(covered, Ordering::Release);
+        }
+        drop(extension);
+        self.progressed.notify_all();
+        Ok(())
     }
 
     fn check_limit(&self, n: u64) -> Result<(), SolveError> {
@@ -94,5 +238,192 @@ impl StoneGameIvTable {
             return Err(SolveError::OutOfRange { n, limit: self.limit });
         }
         Ok(())
+    }
+}
+
+/// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any.
+///
+/// The list pointer only moves down as k grows, by galloping, so the cost is about
+/// (k + log of the P-positions passed); the smallest winning k averages a few dozen.
+fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
+    // Invariant: losing[..above] are the P-positions ≤ the current target n − k².
+    let mut above = losing.len();
+    for k in (1..).take_while(|&k| k * k <= n) {
+        let target = n - k * k;
+        above = last_at_most(losing, above, target);
+        if above > 0 && u64::from(losing[above - 1]) == target {
+            return Some(k * k);
+        }
+    }
+    None
+}
+
+/// The number of elements ≤ `bound` in `sorted[..end]`, galloping down from `end`.
+fn last_at_most(sorted: &[u32], end: usize, bound: u64) -> usize {
+    let above = |i: usize| u64::from(sorted[i]) > bound;
+    if end == 0 || !above(end - 1) {
+        return end;
+    }
+    // Invariant: sorted[known_above] > bound.
+    let (mut known_above, mut step) = (end - 1, 1);
+    loop {
+        if step > known_above || !above(known_above - step) {
+            let start = known_above.saturating_sub(step);
+            return start + sorted[start..known_above].partition_point(|&p| u64::from(p) <= bound);
+        }
+        known_above -= step;
+        step *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::games::exhaustive::stone_game_iv_mover_wins;
+    use crate::games::Player;
+
+    fn take(outcome: Outcome) -> u64 {
+        match outcome.winning_move {
+            Some(Move::StoneGameIv { take }) => take,
+            other => panic!("expected a Stone Game IV move, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn small_piles_match_the_examples() {
+        let table = StoneGameIvTable::new(100);
+        assert_eq!(table.solve(0).unwrap(), Outcome::BOB);
+        assert_eq!(table.solve(1).unwrap(), Outcome::alice(Some(Move::StoneGameIv { take: 1 })));
+        assert_eq!(table.solve(2).unwrap(), Outcome::BOB);
+        assert_eq!(take(table.solve(4).unwrap()), 4);
+        assert_eq!(table.solve(7).unwrap(), Outcome::BOB);
+        assert_eq!(table.solve(17).unwrap(), Outcome::BOB);
+    }
+
+    #[test]
+    fn every_answer_up_to_a_million_agrees_with_the_sieve_and_its_move_wins() {
+        let table = StoneGameIvTable::new(1_000_000);
+        table.extend_to(1_000_000).unwrap();
+        let losing = losing_positions_below(1_000_001);
+        let is_losing = |n: u64| losing.binary_search(&(n as u32)).is_ok();
+        for n in 0..=1_000_000 {
+            let outcome = table.solve(n).unwrap();
+            assert_eq!(outcome.alice_wins(), !is_losing(n), "n = {n}");
+            if outcome.alice_wins() {
+                let take = take(outcome);
+                assert!(take <= n && is_losing(n - take), "n = {n}, take = {take}");
+                // The smallest such square.
+                assert!((1..).map(|k| k * k).take_while(|&sq| sq < take).all(|sq| !is_losing(n - sq)));
+            }
+        }
+    }
+
+    #[test]
+    fn beyond_the_limit_is_out_of_range_and_the_table_stops_at_it() {
+        let table = StoneGameIvTable::new(1000);
+        assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { n: 1001, limit: 1000 }));
+        table.extend_to(1000).unwrap();
+        assert_eq!(table.covered(), 1001);
+        assert!(!table.needs_extension(1000) && !table.needs_extension(5000));
+        assert_eq!(StoneGameIvTable::new(u64::MAX).limit(), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn concurrent_callers_get_right_answers_while_an_extension_runs() {
+        let table = Arc::new(StoneGameIvTable::new(10_000_000));
+        table.extend_to(1000).unwrap();
+        let truth = Arc::new(losing_positions_below(10_000_001));
+        let threads: Vec<_> = (0..8u64)
+            .map(|i| {
+                let (table, truth) = (Arc::clone(&table), Arc::clone(&truth));
+                std::thread::spawn(move || {
+                    // Mixed targets: some inside the range, some that need the extension.
+                    for step in 0..200u64 {
+                        let range = [1000, 3_000_000, 10_000_000][(step % 3) as usize];
+                        let n = if step == 100 { 9_999_999 } else { (step * 7_919 + i * 1_000_003) % range };
+                        let outcome = table.solve(n).unwrap();
+                        assert_eq!(
+                            outcome.alice_wins(),
+                            truth.binary_search(&(n as u32)).is_err(),
+                            "n = {n}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let (covered, losing) = table.snapshot();
+        assert_eq!(covered, 10_000_001);
+        assert_eq!(losing, truth[..truth.partition_point(|&p| u64::from(p) < covered)]);
+    }
+
+    #[test]
+    fn a_panicking_extender_lets_the_next_caller_extend() {
+        let table = StoneGameIvTable::new(1_000_000);
+        table.extend_to(10).unwrap();
+        // An extender that dies while holding the role.
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = ExtensionGuard(&table);
+            table.extension.lock().running = true;
+            panic!("extender died");
+        }));
+        assert!(poisoned.is_err());
+        assert!(!table.extension.lock().running);
+        assert!(table.solve(500_000).is_ok());
+        assert_eq!(table.snapshot().1, losing_positions_below(table.covered()));
+    }
+
+    #[test]
+    fn restore_takes_a_valid_list_and_rejects_a_bad_one() {
+        let table = StoneGameIvTable::new(2_000_000);
+        let losing = losing_positions_below(1_500_000);
+        table.restore(1_500_000, losing.clone()).unwrap();
+        assert_eq!(table.covered(), 1_500_000);
+        assert!(!table.needs_extension(1_499_999));
+        // Growing on from a restored list resyncs the sieve.
+        table.extend_to(2_000_000).unwrap();
+        assert_eq!(table.snapshot().1, losing_positions_below(2_000_001));
+
+        let fresh = StoneGameIvTable::new(1000);
+        let mut wrong = losing.clone();
+        wrong.remove(3);
+        assert_eq!(fresh.restore(1_500_000, wrong), Err(InvalidLosingList::Wrong { checked: SPOT_CHECK }));
+        let mut unsorted = losing.clone();
+        unsorted.swap(10, 11);
+        assert_eq!(fresh.restore(1_500_000, unsorted), Err(InvalidLosingList::NotIncreasing { index: 11 }));
+        assert!(matches!(
+            fresh.restore(10, losing),
+            Err(InvalidLosingList::BeyondCovered { covered: 10, .. })
+        ));
+        assert_eq!(fresh.covered(), 0);
+        // A list larger than the limit is cut at it.
+        fresh.restore(1_500_000, losing_positions_below(1_500_000)).unwrap();
+        assert_eq!((fresh.covered(), fresh.snapshot().1), (1001, losing_positions_below(1001)));
+    }
+
+    proptest! {
+        #[test]
+        fn matches_exhaustive_search(n in 0u64..3000) {
+            let table = StoneGameIvTable::new(3000);
+            let outcome = table.solve(n).unwrap();
+            prop_assert_eq!(outcome.winner == Player::Alice, stone_game_iv_mover_wins(n));
+        }
+
+        #[test]
+        fn last_at_most_is_partition_point(
+            mut sorted in proptest::collection::vec(0u32..1000, 0..200),
+            end in 0usize..220,
+            bound in 0u64..1100,
+        ) {
+            sorted.sort_unstable();
+            let end = end.min(sorted.len());
+            prop_assert_eq!(last_at_most(&sorted, end, bound), sorted[..end].partition_point(|&p| u64::from(p) <= bound));
+        }
     }
 }

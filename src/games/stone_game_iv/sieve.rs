@@ -1,0 +1,270 @@
+//! The segmented sieve that grows the sorted list of Stone Game IV P-positions.
+//!
+//! n is winning iff some P-position p has n − p = k², so every known p "marks" p + k²
+//! for every k. P-positions are sparse (about 1.7 million below 10^9), so the work is
+//! the number of (p, k) pairs, about 4·10^10 up to 10^9, one bit store each. To keep
+//! those stores in L1 the range is cut into segments of [`SEGMENT`] numbers whose marks
+//! fit in a 32 KiB bitset, measured against 2^15..2^20 bytes or bits: every size gave
+//! within 10%, and the bitset keeps per-(segment, k) overhead under 1% at 10^9.
+//!
+//! For one segment and one k, the p's that mark it form a contiguous run of the sorted
+//! list, and the run for the next segment starts where this one ended; a cursor per k
+//! remembers that spot, so no binary search is needed per (segment, k) once k² exceeds
+//! the segment (about 10^8 searches at 10^9 otherwise). The k's are split between two
+//! workers by parity (even/odd k mark nearly equal counts), each with its own bitset
+//! and cursors; the two bitsets are OR-ed and the segment is then finished in order,
+//! since a P-position found inside it marks later numbers of the same segment.
+
+/// Numbers classified per segment: 2^18, whose bitset (32 KiB) fits this machine's L1d.
+pub const SEGMENT: u64 = 1 << 18;
+
+const WORDS: usize = (SEGMENT / 64) as usize;
+
+/// A bitset over one segment; indices are masked to its size, which drops the bounds
+/// checks from the hot loop without `unsafe`.
+type Marks = Box<[u64; WORDS]>;
+
+fn set(marks: &mut [u64; WORDS], at: usize) {
+    marks[(at >> 6) & (WORDS - 1)] |= 1 << (at & 63);
+}
+
+/// The k's of one parity: their cursors and a bitset of the marks they make.
+#[derive(Debug)]
+struct Worker {
+    /// 1 or 2: this worker handles k = first_k, first_k + 2, ...
+    first_k: u64,
+    /// For the i-th k of this worker, the index in the list of the first p that may
+    /// still mark a later segment.
+    cursors: Vec<usize>,
+    marks: Marks,
+}
+
+impl Worker {
+    fn new(first_k: u64) -> Self {
+        Worker { first_k, cursors: Vec::new(), marks: Box::new([0; WORDS]) }
+    }
+
+    fn ks(&self, max_k: u64) -> impl Iterator<Item = u64> {
+        (self.first_k..=max_k).step_by(2)
+    }
+
+    /// Recomputes every cursor by binary search, for a list that did not come from this
+    /// sieve (loaded from disk, or after a panic left the cursors half-updated).
+    fn resync(&mut self, losing: &[u32], lo: u64, max_k: u64) {
+        self.cursors = self.ks(max_k).map(|k| first_at_least(losing, 0, lo.saturating_sub(k * k))).collect();
+    }
+
+    /// Marks p + k² in [lo, hi) for every known P-position p < lo and every k of this
+    /// worker with k² < hi.
+    fn mark(&mut self, losing: &[u32], lo: u64, hi: u64, max_k: u64) {
+        self.marks.fill(0);
+        for (i, k) in self.ks(max_k).enumerate() {
+            if i == self.cursors.len() {
+                // k² ≥ the previous segment's end = lo, so every p ≥ lo − k² = 0.
+                self.cursors.push(0);
+            }
+            let square = k * k;
+            // Only when k² < the segment size can the run start after the cursor.
+            let start = first_at_least(losing, self.cursors[i], lo.saturating_sub(square));
+            let end =
+                if hi - square >= lo { losing.len() } else { first_at_least(losing, start, hi - square) };
+            // p + k² − lo lies in [0, hi − lo), so the wrapping u32 sum is exact.
+            let offset = square.wrapping_sub(lo) as u32;
+            for &p in &losing[start..end] {
+                set(&mut self.marks, p.wrapping_add(offset) as usize);
+            }
+            self.cursors[i] = end;
+        }
+    }
+}
+
+/// The state of a sieve between segments: per-k cursors and two segment bitsets.
+#[derive(Debug)]
+pub struct Sieve {
+    even: Worker,
+    odd: Worker,
+    /// The start of the next segment the cursors are valid for; `None` forces a resync.
+    next: Option<u64>,
+}
+
+impl Default for Sieve {
+    fn default() -> Self {
+        Sieve::new()
+    }
+}
+
+impl Sieve {
+    /// A sieve with no state; the first segment (from any start) resyncs it.
+    pub fn new() -> Self {
+        Sieve { even: Worker::new(2), odd: Worker::new(1), next: None }
+    }
+
+    /// Classifies [lo, hi) and appends its P-positions to `found`, in order.
+    ///
+    /// `losing` must hold exactly the P-positions below `lo`, sorted, and
+    /// `hi − lo ≤ SEGMENT`, `hi ≤ 2^32`. Successive calls on consecutive ranges with the
+    /// same, growing list reuse the cursors; any other call resyncs them first.
+    pub fn classify(&mut self, losing: &[u32], lo: u64, hi: u64, found: &mut Vec<u32>) {
+        assert!(lo < hi && hi - lo <= SEGMENT && hi <= 1 << 32, "bad segment [{lo}, {hi})");
+        let max_k = isqrt(hi - 1);
+        if self.next != Some(lo) {
+            self.even.resync(losing, lo, max_k);
+            self.odd.resync(losing, lo, max_k);
+        }
+        // A panic below leaves the cursors half-updated: the next call resyncs.
+        self.next = None;
+        let (even, odd) = (&mut self.even, &mut self.odd);
+        rayon::join(|| even.mark(losing, lo, hi, max_k), || odd.mark(losing, lo, hi, max_k));
+        let marks = &mut self.even.marks;
+        for (word, other) in marks.iter_mut().zip(self.odd.marks.iter()) {
+            *word |= other;
+        }
+        finish_segment(marks, lo, (hi - lo) as usize, found);
+        self.next = Some(hi);
+    }
+}
+
+/// Walks the segment in order: an unmarked number is a P-position, which then marks
+/// the numbers a square above it inside the segment.
+fn finish_segment(marks: &mut [u64; WORDS], lo: u64, len: usize, found: &mut Vec<u32>) {
+    for word in 0..len.div_ceil(64) {
+        loop {
+            let mut free = !marks[word];
+            if (word + 1) * 64 > len {
+                free &= (1 << (len - word * 64)) - 1;
+            }
+            if free == 0 {
+                break;
+            }
+            let at = word * 64 + free.trailing_zeros() as usize;
+            found.push((lo + at as u64) as u32);
+            set(marks, at);
+            for target in (1..).map(|k| at + k * k).take_while(|&target| target < len) {
+                set(marks, target);
+            }
+        }
+    }
+}
+
+/// The index of the first element ≥ `bound` at or after `from`, by galloping: cheap when
+/// the answer is near `from`, as it is for cursors.
+pub(super) fn first_at_least(sorted: &[u32], from: usize, bound: u64) -> usize {
+    let below = |i: usize| u64::from(sorted[i]) < bound;
+    if from >= sorted.len() || !below(from) {
+        return from;
+    }
+    // Invariant: sorted[known_below] < bound.
+    let (mut known_below, mut step) = (from, 1);
+    loop {
+        let probe = known_below + step;
+        if probe >= sorted.len() || !below(probe) {
+            let end = probe.min(sorted.len());
+            return known_below + 1 + sorted[known_below + 1..end].partition_point(|&p| u64::from(p) < bound);
+        }
+        known_below = probe;
+        step *= 2;
+    }
+}
+
+/// ⌊√n⌋, exact for every u64.
+pub(super) fn isqrt(n: u64) -> u64 {
+    let mut root = (n as f64).sqrt() as u64;
+    while root.checked_mul(root).is_none_or(|square| square > n) {
+        root -= 1;
+    }
+    while (root + 1).checked_mul(root + 1).is_some_and(|square| square <= n) {
+        root += 1;
+    }
+    root
+}
+
+/// Every P-position below `end` (at most 2^32), computed from scratch.
+pub fn losing_positions_below(end: u64) -> Vec<u32> {
+    let mut sieve = Sieve::new();
+    let mut losing = Vec::new();
+    let mut found = Vec::new();
+    let mut lo = 0;
+    while lo < end {
+        let hi = (lo + SEGMENT).min(end);
+        found.clear();
+        sieve.classify(&losing, lo, hi, &mut found);
+        losing.extend_from_slice(&found);
+        lo = hi;
+    }
+    losing
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The seeds' dynamic programme over every n, as the list of P-positions.
+    fn dense_losing_below(end: usize) -> Vec<u32> {
+        let mut wins = vec![false; end];
+        for n in 1..end {
+            wins[n] = (1..).map(|k| k * k).take_while(|&sq| sq <= n).any(|sq| !wins[n - sq]);
+        }
+        (0..end).filter(|&n| !wins[n]).map(|n| n as u32).collect()
+    }
+
+    #[test]
+    fn equals_the_dense_definition_up_to_a_million() {
+        assert_eq!(losing_positions_below(1_000_001), dense_losing_below(1_000_001));
+    }
+
+    #[test]
+    fn counts_below_ten_to_the_five_match_the_dense_definition() {
+        let dense = dense_losing_below(100_000).len();
+        assert_eq!(losing_positions_below(100_000).len(), dense);
+        // The count recorded in the README, checked here against the plain definition.
+        assert_eq!(dense, 2_781);
+    }
+
+    #[test]
+    fn counts_below_ten_to_the_seven() {
+        let losing = losing_positions_below(10_000_001);
+        // 69,489 is the count of P-positions n < 10^7; 10^7 itself is winning.
+        assert_eq!(losing.partition_point(|&p| p < 10_000_000), 69_489);
+        assert_eq!(losing.len(), 69_489);
+    }
+
+    #[test]
+    fn resuming_from_any_split_gives_the_same_list() {
+        let whole = losing_positions_below(3 * SEGMENT + 12_345);
+        for split in [1, 777, SEGMENT - 1, SEGMENT, SEGMENT + 5, 2 * SEGMENT + 99] {
+            // A fresh sieve must resync its cursors from the list alone.
+            let mut losing = losing_positions_below(split);
+            let (mut sieve, mut found, mut lo) = (Sieve::new(), Vec::new(), split);
+            while lo < 3 * SEGMENT + 12_345 {
+                let hi = (lo + SEGMENT / 3).min(3 * SEGMENT + 12_345);
+                found.clear();
+                sieve.classify(&losing, lo, hi, &mut found);
+                losing.extend_from_slice(&found);
+                lo = hi;
+            }
+            assert_eq!(losing, whole, "split at {split}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn first_at_least_is_partition_point(
+            mut sorted in proptest::collection::vec(0u32..1000, 0..200),
+            from in 0usize..220,
+            bound in 0u64..1100,
+        ) {
+            sorted.sort_unstable();
+            let from = from.min(sorted.len());
+            let expected = from + sorted[from..].partition_point(|&p| u64::from(p) < bound);
+            prop_assert_eq!(first_at_least(&sorted, from, bound), expected);
+        }
+
+        #[test]
+        fn isqrt_is_the_floor_root(n in any::<u64>()) {
+            let root = isqrt(n);
+            prop_assert!(root * root <= n && (root + 1).checked_mul(root + 1).is_none_or(|sq| sq > n));
+        }
+    }
+}
