@@ -1,0 +1,238 @@
+//! The Stone Game IV table on disk, so that a restarted server answers at once.
+//!
+//! The file is the sorted list of P-positions (7 MB up to 10^9) with a header and a
+//! CRC-32. A file that is truncated, corrupt, of another format or whose list fails
+//! [`check_losing_list`] is rejected as a whole: the caller recomputes rather than
+//! answer from a table it cannot trust. Saving writes a temporary file beside the target
+//! and renames it over, so a crash mid-save leaves the old file or none, never half.
+//!
+//! Layout, little-endian: magic `GSIVLOSE` (8 bytes), version (u32, = 1), reserved (u32,
+//! = 0), covered (u64: every n below it is classified), count (u64), count × u32
+//! P-positions, then the CRC-32 of everything before it (u32).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::games::stone_game_iv::{check_losing_list, InvalidLosingList};
+
+const MAGIC: [u8; 8] = *b"GSIVLOSE";
+const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 32;
+const CRC_BYTES: usize = 4;
+
+/// A saved table: the P-positions below `covered`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IvTableFile {
+    /// Every n below this is classified.
+    pub covered: u64,
+    /// The P-positions below `covered`, strictly increasing.
+    pub losing: Vec<u32>,
+}
+
+/// Why a table file was not saved or not trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum IvTableFileError {
+    /// Reading or writing the file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Not a table file (or not this format's).
+    #[error("{path}: not a stone game iv table (bad magic)")]
+    BadMagic {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A table file of a version this build does not read.
+    #[error("{path}: unsupported version {version}")]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        version: u32,
+    },
+    /// The size does not match the header's count: truncated or padded.
+    #[error("{path}: {found} bytes, expected {expected}")]
+    BadLength {
+        /// The file.
+        path: PathBuf,
+        /// The size the header implies.
+        expected: u64,
+        /// The actual size.
+        found: u64,
+    },
+    /// The content does not match its checksum.
+    #[error("{path}: checksum mismatch")]
+    BadChecksum {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Well-formed, but the list is not the P-positions it claims to be.
+    #[error("{path}: {source}")]
+    BadList {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the list.
+        source: InvalidLosingList,
+    },
+}
+
+impl IvTableFile {
+    /// Reads and verifies `path`: magic, version, length, checksum, then the list.
+    pub fn load(path: &Path) -> Result<Self, IvTableFileError> {
+        let bytes = fs::read(path).map_err(|source| IvTableFileError::Io { path: path.into(), source })?;
+        Self::decode(&bytes, path)
+    }
+
+    /// Writes the table to `path` atomically: a temporary file beside it, flushed to
+    /// disk, then renamed over it.
+    pub fn save(&self, path: &Path) -> Result<(), IvTableFileError> {
+        let io_error = |source| IvTableFileError::Io { path: path.into(), source };
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(format!(".tmp{}", std::process::id()));
+        let temporary = PathBuf::from(temporary);
+        let written = fs::File::create(&temporary).and_then(|mut file| {
+            file.write_all(&self.encode())?;
+            file.sync_all()
+        });
+        if let Err(source) = written.and_then(|()| fs::rename(&temporary, path)) {
+            let _ = fs::remove_file(&temporary);
+            return Err(io_error(source));
+        }
+        Ok(())
+    }
+
+    /// The file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + 4 * self.losing.len() + CRC_BYTES);
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&self.covered.to_le_bytes());
+        bytes.extend_from_slice(&(self.losing.len() as u64).to_le_bytes());
+        for p in &self.losing {
+            bytes.extend_from_slice(&p.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Parses and verifies the bytes of the file at `path` (named in errors).
+    fn decode(bytes: &[u8], path: &Path) -> Result<Self, IvTableFileError> {
+        let path = path.to_path_buf();
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+            return Err(IvTableFileError::BadMagic { path });
+        }
+        if bytes.len() < HEADER_BYTES + CRC_BYTES {
+            let expected = (HEADER_BYTES + CRC_BYTES) as u64;
+            return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(IvTableFileError::UnsupportedVersion { path, version });
+        }
+        let (covered, count) = (u64_at(16), u64_at(24));
+        let expected = count.saturating_mul(4).saturating_add((HEADER_BYTES + CRC_BYTES) as u64);
+        if expected != bytes.len() as u64 {
+            return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
+        }
+        let (content, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
+        if crc32fast::hash(content) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+            return Err(IvTableFileError::BadChecksum { path });
+        }
+        let losing: Vec<u32> = content[HEADER_BYTES..]
+            .chunks_exact(4)
+            .map(|p| u32::from_le_bytes(p.try_into().expect("4 bytes")))
+            .collect();
+        check_losing_list(covered, &losing).map_err(|source| IvTableFileError::BadList { path, source })?;
+        Ok(IvTableFile { covered, losing })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::games::stone_game_iv::losing_positions_below;
+
+    fn decode(bytes: &[u8]) -> Result<IvTableFile, IvTableFileError> {
+        IvTableFile::decode(bytes, Path::new("iv.table"))
+    }
+
+    fn table() -> IvTableFile {
+        IvTableFile { covered: 1_200_000, losing: losing_positions_below(1_200_000) }
+    }
+
+    #[test]
+    fn round_trips_through_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iv.table");
+        table().save(&path).unwrap();
+        assert_eq!(IvTableFile::load(&path).unwrap(), table());
+        // Saving again replaces the file and leaves no temporary behind.
+        IvTableFile { covered: 10, losing: losing_positions_below(10) }.save(&path).unwrap();
+        assert_eq!(IvTableFile::load(&path).unwrap().covered, 10);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_missing_file_is_an_io_error_naming_it() {
+        let err = IvTableFile::load(Path::new("/nonexistent/iv.table")).unwrap_err();
+        assert!(matches!(err, IvTableFileError::Io { .. }));
+        assert!(err.to_string().starts_with("/nonexistent/iv.table: "), "{err}");
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let bytes = table().encode();
+        for len in [0, 7, 8, 20, HEADER_BYTES, HEADER_BYTES + 4, bytes.len() / 2, bytes.len() - 1] {
+            let err = decode(&bytes[..len]).unwrap_err();
+            assert!(
+                matches!(err, IvTableFileError::BadMagic { .. } | IvTableFileError::BadLength { .. }),
+                "len {len}: {err}"
+            );
+        }
+        let mut padded = bytes.clone();
+        padded.push(0);
+        assert!(matches!(decode(&padded), Err(IvTableFileError::BadLength { .. })));
+    }
+
+    #[test]
+    fn a_flipped_bit_anywhere_is_rejected() {
+        let bytes = table().encode();
+        for at in (0..bytes.len()).step_by(997).chain([8, 16, 24, bytes.len() - 1]) {
+            let mut corrupt = bytes.clone();
+            corrupt[at] ^= 0x10;
+            assert!(decode(&corrupt).is_err(), "flip at {at} accepted");
+        }
+        let mut corrupt = bytes;
+        corrupt[HEADER_BYTES + 40] ^= 1;
+        assert!(matches!(decode(&corrupt), Err(IvTableFileError::BadChecksum { .. })));
+    }
+
+    #[test]
+    fn wrong_magic_and_version_are_rejected() {
+        let mut bytes = table().encode();
+        bytes[0] = b'X';
+        assert!(matches!(decode(&bytes), Err(IvTableFileError::BadMagic { .. })));
+        let mut bytes = table().encode();
+        bytes[8] = 2;
+        assert!(matches!(decode(&bytes), Err(IvTableFileError::UnsupportedVersion { version: 2, .. })));
+    }
+
+    #[test]
+    fn a_well_formed_file_with_a_wrong_list_is_rejected() {
+        let mut wrong = table();
+        wrong.losing.retain(|&p| p != 5);
+        assert!(matches!(decode(&wrong.encode()), Err(IvTableFileError::BadList { .. })));
+        let mut beyond = table();
+        beyond.covered = 1000;
+        assert!(matches!(decode(&beyond.encode()), Err(IvTableFileError::BadList { .. })));
+    }
+}
