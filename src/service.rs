@@ -146,7 +146,8 @@ fn pool_status(err: PoolError) -> Status {
 impl pb::game_solver_server::GameSolver for GameSolverService {
     async fn solve(&self, request: Request<pb::Problem>) -> Result<Response<pb::Solution>, Status> {
         let (id, game) = convert::problem(request.into_inner());
-        let outcome = self.solver.solve(game?).await?;
+        let outcome =
+            self.solver.solve(game?).await.inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
         Ok(Response::new(convert::solution(id, Ok(outcome))))
     }
 
@@ -154,7 +155,9 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
         &self,
         request: Request<pb::ProblemBatch>,
     ) -> Result<Response<pb::SolutionBatch>, Status> {
-        let solutions = self.solver.solve_batch(request.into_inner().problems).await.map_err(pool_status)?;
+        let problems = request.into_inner().problems;
+        tracing::debug!(problems = problems.len(), "SolveBatch");
+        let solutions = self.solver.solve_batch(problems).await.map_err(pool_status)?;
         Ok(Response::new(pb::SolutionBatch { solutions }))
     }
 
@@ -164,6 +167,7 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
         &self,
         request: Request<Streaming<pb::Problem>>,
     ) -> Result<Response<Self::SolveStreamStream>, Status> {
+        tracing::debug!(remote = ?request.remote_addr(), "SolveStream opened");
         let solver = Arc::clone(&self.solver);
         let window = solver.config.stream_window.max(1);
         let solutions = request
@@ -182,6 +186,7 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
         &self,
         request: Request<Streaming<pb::ProblemBatch>>,
     ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
+        tracing::debug!(remote = ?request.remote_addr(), "SolveBatchStream opened");
         let solver = Arc::clone(&self.solver);
         let window = solver.config.batch_window.max(1);
         let solutions = request
