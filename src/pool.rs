@@ -1,8 +1,9 @@
 //! The bridge from async handlers to CPU-bound work.
 //!
 //! Solving runs on rayon's pool so that tokio's workers keep serving I/O. A job whose
-//! caller has gone (deadline, cancelled stream) is skipped before it starts, and a panic
-//! in a solver becomes an error for that caller alone.
+//! caller has gone (deadline, cancelled stream) is skipped before it starts, a running
+//! job can ask [`Caller::is_gone`] to stop early, and a panic in a solver becomes an
+//! error for that caller alone.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -19,18 +20,33 @@ pub enum PoolError {
     Gone,
 }
 
+/// Tells a running job whether its caller still waits for the result, so that a long
+/// job (a large batch) can stop early once nobody will read it.
+pub struct Caller<'a> {
+    gone: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Caller<'_> {
+    /// True once the caller has dropped its future (deadline, cancelled call).
+    pub fn is_gone(&self) -> bool {
+        (self.gone)()
+    }
+}
+
 /// Runs `job` on rayon's global pool and waits for it without blocking the runtime.
 pub async fn run<T, F>(job: F) -> Result<T, PoolError>
 where
     T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
+    F: FnOnce(&Caller<'_>) -> T + Send + 'static,
 {
     let (reply, result) = oneshot::channel();
     rayon::spawn(move || {
         if reply.is_closed() {
             return; // the caller gave up while the job was queued
         }
-        let _ = reply.send(catch_unwind(AssertUnwindSafe(job)).map_err(panic_message));
+        let gone = || reply.is_closed();
+        let outcome = catch_unwind(AssertUnwindSafe(|| job(&Caller { gone: &gone })));
+        let _ = reply.send(outcome.map_err(panic_message));
     });
     result.await.map_err(|_| PoolError::Gone)?
 }
@@ -62,15 +78,34 @@ mod tests {
 
     #[tokio::test]
     async fn returns_the_value() {
-        assert_eq!(run(|| 6 * 7).await, Ok(42));
+        assert_eq!(run(|_| 6 * 7).await, Ok(42));
         assert_eq!(run_blocking(|| 6 * 7).await, Ok(42));
     }
 
     #[tokio::test]
     async fn a_panic_becomes_an_error() {
-        let err = run(|| -> u32 { panic!("boom") }).await.unwrap_err();
+        let err = run(|_| -> u32 { panic!("boom") }).await.unwrap_err();
         assert_eq!(err, PoolError::Panicked("boom".into()));
         let err = run_blocking(|| -> u32 { panic!("{}", "bang") }).await.unwrap_err();
         assert_eq!(err, PoolError::Panicked("bang".into()));
+    }
+
+    #[tokio::test]
+    async fn a_job_sees_its_caller_leave() {
+        let (started, wait_started) = oneshot::channel();
+        let (saw, seen) = std::sync::mpsc::channel();
+        let job = run(move |caller| {
+            let _ = started.send(());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !caller.is_gone() && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let _ = saw.send(caller.is_gone());
+        });
+        let job = tokio::spawn(job);
+        wait_started.await.unwrap();
+        job.abort();
+        let seen = tokio::task::spawn_blocking(move || seen.recv().unwrap()).await.unwrap();
+        assert!(seen, "the job should see that its caller is gone");
     }
 }

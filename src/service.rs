@@ -74,7 +74,7 @@ impl Solver {
             return solve_guarded(&game, &self.iv_table);
         }
         let table = Arc::clone(&self.iv_table);
-        pool::run(move || solve_guarded(&game, &table)).await?
+        pool::run(move |_| solve_guarded(&game, &table)).await?
     }
 
     /// Solves one wire problem into its wire solution; errors go into the solution.
@@ -105,11 +105,15 @@ impl Solver {
             return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, p)).collect());
         }
         let table = Arc::clone(&self.iv_table);
-        pool::run(move || {
+        pool::run(move |caller| {
             problems
                 .into_par_iter()
                 .with_min_len(MIN_PROBLEMS_PER_TASK)
-                .map(|p| solve_one(&table, p))
+                .map(|(id, game)| match caller.is_gone() {
+                    // Nobody will read the rest: answer it cheaply and let the job end.
+                    true => convert::solution(id, Err(PoolError::Gone.into())),
+                    false => solve_one(&table, (id, game)),
+                })
                 .collect()
         })
         .await
