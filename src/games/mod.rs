@@ -137,3 +137,35 @@ pub enum SolveError {
         limit: u64,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any string at all gets an answer or an error that points at the offending
+        /// character; nothing panics.
+        #[test]
+        fn any_sum_game_string_is_answered_or_located(num in "\\PC{0,40}|[0-9?]{0,40}|[0-9?x]{0,40}") {
+            let table = StoneGameIvTable::new(100);
+            match Game::SumGame(num.clone()).solve(&table) {
+                Ok(_) => prop_assert!(num.len() % 2 == 0 && num.bytes().all(|b| b.is_ascii_digit() || b == b'?')),
+                Err(SolveError::InvalidCharacter { index, found }) => {
+                    let index = index as usize;
+                    prop_assert!(num.is_char_boundary(index));
+                    prop_assert_eq!(num[index..].chars().next(), Some(found));
+                    prop_assert!(num[..index].bytes().all(|b| b.is_ascii_digit() || b == b'?'));
+                }
+                Err(SolveError::OddLength { len }) => prop_assert_eq!(len as usize, num.len()),
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+
+        #[test]
+        fn stone_game_iv_beyond_the_limit_is_out_of_range(n in 101u64..) {
+            let table = StoneGameIvTable::new(100);
+            prop_assert_eq!(Game::StoneGameIv(n).solve(&table), Err(SolveError::OutOfRange { n, limit: 100 }));
+        }
+    }
+}
