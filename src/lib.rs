@@ -11,6 +11,7 @@
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
 
+pub mod client;
 pub mod convert;
 pub mod games;
 pub mod iv_table_file;

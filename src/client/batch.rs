@@ -1,0 +1,235 @@
+//! Turning input lines into batches ready for the wire.
+//!
+//! A batch is encoded to protobuf once, on the reading thread, and kept as bytes until
+//! its answer has been written: resending after a server failure then costs no work, and
+//! the memory a batch holds is known exactly. Lines that are not problems never reach the
+//! server; their error solutions wait in the batch at their place.
+
+use prost::bytes::{Bytes, BytesMut};
+use prost::Message;
+
+use crate::convert::ProblemError;
+use crate::pb;
+
+/// Why one input line is not a problem; it becomes that line's `error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// Not JSON, or not a `Problem` in the protobuf JSON mapping.
+    #[error("line {line}: not a problem: {reason}")]
+    Json {
+        /// 1-based line number.
+        line: u64,
+        /// What the JSON parser said.
+        reason: String,
+    },
+    /// Longer than the largest message the client sends.
+    #[error("line {line}: {len} bytes is more than the limit of {limit} bytes")]
+    TooLong {
+        /// 1-based line number.
+        line: u64,
+        /// The line's length.
+        len: u64,
+        /// The limit (`--max-message-bytes`).
+        limit: usize,
+    },
+    /// Valid JSON, but no game set.
+    #[error("line {line}: {source}")]
+    Problem {
+        /// 1-based line number.
+        line: u64,
+        /// The same error the server would give.
+        source: ProblemError,
+    },
+}
+
+impl From<LineError> for pb::Error {
+    fn from(err: LineError) -> Self {
+        let code = match &err {
+            LineError::Problem { source, .. } => return pb::Error::from(source.clone()),
+            LineError::Json { .. } | LineError::TooLong { .. } => pb::error::Code::InvalidArgument,
+        };
+        pb::Error { code: code.into(), message: err.to_string() }
+    }
+}
+
+/// The solution that stands for a line which is not a problem.
+pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
+    pb::Solution { id, error: Some(err.into()), ..Default::default() }
+}
+
+/// Parses one input line into a problem, giving it its line number as id when it has none.
+pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, LineError)> {
+    let line = line.strip_prefix(b"\xef\xbb\xbf".as_slice()).filter(|_| number == 1).unwrap_or(line);
+    match serde_json::from_slice::<pb::Problem>(line) {
+        Ok(mut problem) => {
+            if problem.id.is_empty() {
+                problem.id = number.to_string();
+            }
+            if problem.game.is_none() {
+                let err = LineError::Problem { line: number, source: ProblemError::MissingGame };
+                return Err((problem.id, err));
+            }
+            Ok(problem)
+        }
+        Err(err) => {
+            Err((id_of_bad_line(line, number), LineError::Json { line: number, reason: err.to_string() }))
+        }
+    }
+}
+
+/// The id a bad line gets: its own `id` when the line is a JSON object with one, else its
+/// line number.
+fn id_of_bad_line(line: &[u8], number: u64) -> String {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: Option<String>,
+    }
+    serde_json::from_slice::<IdOnly>(line)
+        .ok()
+        .and_then(|p| p.id)
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| number.to_string())
+}
+
+/// A batch on its way: the encoded `ProblemBatch` and what is needed to put its answers
+/// back in place.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// Position in the run, from 0; output is written in this order.
+    pub seq: u64,
+    /// Encoded `ProblemBatch` of the lines that are problems (empty when none are).
+    pub payload: Bytes,
+    /// How many problems `payload` holds.
+    pub problems: usize,
+    /// Input lines covered by this batch.
+    pub lines: usize,
+    /// Solutions of lines that are not problems, with their index among `lines`, ascending.
+    pub rejected: Vec<(usize, pb::Solution)>,
+    /// Raw input bytes read when this batch was closed, for the progress bar.
+    pub input_offset: u64,
+    /// Budget bytes this batch holds until it is written.
+    pub cost: usize,
+}
+
+/// Collects lines until a batch is full by count or by size.
+#[derive(Debug)]
+pub struct BatchBuilder {
+    max_problems: usize,
+    max_bytes: usize,
+    payload: BytesMut,
+    problems: usize,
+    lines: usize,
+    rejected: Vec<(usize, pb::Solution)>,
+    next_seq: u64,
+}
+
+impl BatchBuilder {
+    /// A builder closing batches at `max_problems` lines or `max_bytes` of payload.
+    pub fn new(max_problems: usize, max_bytes: usize) -> Self {
+        BatchBuilder {
+            max_problems: max_problems.max(1),
+            max_bytes: max_bytes.max(1),
+            payload: BytesMut::new(),
+            problems: 0,
+            lines: 0,
+            rejected: Vec::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// Adds the next input line (its parse result); returns a batch when it fills one.
+    pub fn push(
+        &mut self,
+        parsed: Result<pb::Problem, (String, LineError)>,
+        input_offset: u64,
+    ) -> Option<Batch> {
+        match parsed {
+            Ok(problem) => {
+                // Field 1 of ProblemBatch, length-delimited: the same bytes prost writes for
+                // `ProblemBatch { problems }`, without collecting the problems first.
+                let len = problem.encoded_len();
+                if self.payload.capacity() - self.payload.len() < len + 16 {
+                    self.payload.reserve((len + 16).max(self.max_bytes.min(1 << 20)));
+                }
+                prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.payload);
+                prost::encoding::encode_varint(len as u64, &mut self.payload);
+                problem.encode_raw(&mut self.payload);
+                self.problems += 1;
+            }
+            Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
+        }
+        self.lines += 1;
+        (self.lines >= self.max_problems || self.payload.len() >= self.max_bytes)
+            .then(|| self.take(input_offset))
+    }
+
+    /// Closes the current batch, if it holds any line.
+    pub fn finish(&mut self, input_offset: u64) -> Option<Batch> {
+        (self.lines > 0).then(|| self.take(input_offset))
+    }
+
+    fn take(&mut self, input_offset: u64) -> Batch {
+        let payload = self.payload.split().freeze();
+        let rejected = std::mem::take(&mut self.rejected);
+        let rejected_bytes: usize = rejected.iter().map(|(_, s)| s.encoded_len() + 32).sum();
+        let batch = Batch {
+            seq: self.next_seq,
+            cost: payload.len() + rejected_bytes + 64,
+            payload,
+            problems: self.problems,
+            lines: self.lines,
+            rejected,
+            input_offset,
+        };
+        self.next_seq += 1;
+        self.problems = 0;
+        self.lines = 0;
+        batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_field_spellings_parse_and_missing_ids_become_line_numbers() {
+        let camel = parse_problem(br#"{"id":"a1","sumGame":{"num":"?3"}}"#, 1).unwrap();
+        let snake = parse_problem(br#"{"id":"a1","sum_game":{"num":"?3"}}"#, 1).unwrap();
+        assert_eq!(camel, snake);
+        let anonymous = parse_problem(br#"{"stoneGameIx":{"stones":[1,"2"]}}"#, 7).unwrap();
+        assert_eq!(anonymous.id, "7");
+        assert_eq!(
+            anonymous.game,
+            Some(pb::problem::Game::StoneGameIx(pb::StoneGameIx { stones: vec![1, 2] }))
+        );
+    }
+
+    #[test]
+    fn bad_lines_keep_their_id_when_they_have_one() {
+        let (id, err) = parse_problem(br#"{"id":"x","sumGame":{"num":"1"},"extra":1}"#, 3).unwrap_err();
+        assert_eq!(id, "x");
+        assert!(matches!(err, LineError::Json { line: 3, .. }));
+        let (id, _) = parse_problem(b"not json", 4).unwrap_err();
+        assert_eq!(id, "4");
+        let (id, err) = parse_problem(br#"{"id":"g"}"#, 5).unwrap_err();
+        assert_eq!(id, "g");
+        assert_eq!(pb::Error::from(err).code, pb::error::Code::InvalidArgument as i32);
+    }
+
+    #[test]
+    fn payload_decodes_as_a_problem_batch() {
+        let mut builder = BatchBuilder::new(3, usize::MAX);
+        let p = |n| parse_problem(format!(r#"{{"stoneGameIv":{{"n":{n}}}}}"#).as_bytes(), n);
+        assert!(builder.push(p(1), 0).is_none());
+        assert!(builder.push(parse_problem(b"{", 2), 0).is_none());
+        let batch = builder.push(p(3), 42).unwrap();
+        assert_eq!((batch.seq, batch.lines, batch.problems, batch.input_offset), (0, 3, 2, 42));
+        assert_eq!(batch.rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [1]);
+        let decoded = pb::ProblemBatch::decode(batch.payload).unwrap();
+        assert_eq!(decoded.problems.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["1", "3"]);
+        assert!(builder.finish(0).is_none());
+        assert_eq!(builder.push(p(4), 0).map(|b| b.seq), None);
+        assert_eq!(builder.finish(0).map(|b| b.seq), Some(1));
+    }
+}

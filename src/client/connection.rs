@@ -1,0 +1,320 @@
+//! One server: a `SolveBatchStream` call fed from the shared queue, kept alive across
+//! failures.
+//!
+//! Batches travel as the bytes encoded on the reading thread (a pass-through codec), and
+//! answers come back as bytes decoded on the writing thread: the async workers only move
+//! frames, which leaves the CPU to parsing, solving and formatting. A batch stays in the
+//! connection's window until its answer is handed to the writer; when the call fails,
+//! every batch of the window goes back to the queue, so that each is answered exactly
+//! once, by whichever server gets it next.
+
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::bytes::{Buf, BufMut, Bytes};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::Endpoint;
+use tonic::{Code, Status};
+
+use crate::client::batch::Batch;
+use crate::client::output::{Answered, ToWriter};
+use crate::client::queue::WorkQueue;
+
+/// The bulk RPC, as its HTTP/2 path.
+const SOLVE_BATCH_STREAM: &str = "/gamesolver.v1.GameSolver/SolveBatchStream";
+
+/// First wait after a failure; doubled after each failure in a row, up to the maximum.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How one server is talked to.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// Batches sent and not yet answered, at most.
+    pub window: usize,
+    /// How long failures may go on without a single answer before giving up.
+    pub retry_for: Duration,
+    /// Largest message sent or received.
+    pub max_message_bytes: usize,
+    /// Compression of messages, both ways.
+    pub compression: Option<CompressionEncoding>,
+}
+
+/// Why a server was given up on.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The URL is not one tonic can connect to.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The server refused the call in a way that retrying cannot fix.
+    #[error("server {url} rejected the stream: {code:?}: {message}")]
+    Rejected {
+        /// The server.
+        url: String,
+        /// The gRPC code.
+        code: Code,
+        /// The server's message.
+        message: String,
+    },
+    /// No answer came for the whole retry period.
+    #[error("server {url} failed for {elapsed:.1?} without answering (last error: {last})")]
+    Unreachable {
+        /// The server.
+        url: String,
+        /// How long it was tried.
+        elapsed: Duration,
+        /// The last failure.
+        last: String,
+    },
+    /// The writing side is gone (the run is being abandoned).
+    #[error("output writer stopped")]
+    WriterGone,
+}
+
+/// A parsed server address.
+#[derive(Debug, Clone)]
+pub struct Server {
+    url: String,
+    endpoint: Endpoint,
+}
+
+impl Server {
+    /// Parses `url`; a bare `host:port` means `http://host:port`.
+    pub fn parse(url: &str) -> Result<Self, ConnectionError> {
+        let full = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+        let invalid = |reason: String| ConnectionError::InvalidUrl { url: url.to_owned(), reason };
+        let endpoint = Endpoint::from_shared(full.clone()).map_err(|err| invalid(err.to_string()))?;
+        let endpoint = endpoint
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
+            // Room for a full window of answers, so that the server never waits on us.
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(16 << 20);
+        Ok(Server { url: full, endpoint })
+    }
+
+    /// The URL, normalised.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// Why one attempt ended.
+enum Failure {
+    Connect(tonic::transport::Error),
+    Status(Status),
+    EndedEarly,
+    WriterGone,
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self {
+            Failure::Connect(err) => format!("cannot connect: {}", error_chain(err)),
+            Failure::Status(status) => format!("{:?}: {}", status.code(), status.message()),
+            Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
+            Failure::WriterGone => "output writer stopped".to_owned(),
+        }
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Codes that say the call itself is wrong; resending the same batches cannot help.
+fn is_permanent(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unimplemented
+            | Code::InvalidArgument
+            | Code::ResourceExhausted
+            | Code::Unauthenticated
+            | Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::OutOfRange
+            | Code::NotFound
+    )
+}
+
+/// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
+/// Reconnects with backoff after failures; gives up after `retry_for` without an answer.
+pub async fn run(
+    server: Server,
+    queue: Arc<WorkQueue>,
+    writer: mpsc::Sender<ToWriter>,
+    config: ConnectionConfig,
+) -> Result<(), ConnectionError> {
+    let mut window = VecDeque::new();
+    let mut failing_since: Option<Instant> = None;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let mut answered = false;
+        let attempt = attempt(&server, &queue, &writer, &config, &mut window, &mut answered).await;
+        // Whatever was sent and not answered goes to whichever connection is free first.
+        queue.resend(window.drain(..));
+        let failure = match attempt {
+            Ok(()) => return Ok(()),
+            Err(Failure::WriterGone) => return Err(ConnectionError::WriterGone),
+            Err(failure) => failure,
+        };
+        if let Failure::Status(status) = &failure {
+            if is_permanent(status.code()) {
+                return Err(ConnectionError::Rejected {
+                    url: server.url.clone(),
+                    code: status.code(),
+                    message: status.message().to_owned(),
+                });
+            }
+        }
+        if answered {
+            failing_since = None;
+            backoff = FIRST_BACKOFF;
+        }
+        let since = *failing_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= config.retry_for {
+            return Err(ConnectionError::Unreachable {
+                url: server.url.clone(),
+                elapsed: since.elapsed(),
+                last: failure.describe(),
+            });
+        }
+        tracing::warn!(server = %server.url, "{}; retrying in {backoff:?}", failure.describe());
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = queue.finished() => return Ok(()),
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection and one call; `window` holds the batches sent and not yet answered.
+async fn attempt(
+    server: &Server,
+    queue: &WorkQueue,
+    writer: &mpsc::Sender<ToWriter>,
+    config: &ConnectionConfig,
+    window: &mut VecDeque<Batch>,
+    answered: &mut bool,
+) -> Result<(), Failure> {
+    let channel = tokio::select! {
+        connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
+        () = queue.finished() => return Ok(()),
+    };
+    let mut grpc = tonic::client::Grpc::new(channel)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+    if let Some(encoding) = config.compression {
+        grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+    }
+    grpc.ready().await.map_err(Failure::Connect)?;
+
+    // The first batch goes before the call opens, so that an idle connection holds no call.
+    let Some(first) = queue.next().await else { return Ok(()) };
+    let capacity = config.window.max(1);
+    let (sender, requests) = tokio::sync::mpsc::channel::<Bytes>(capacity);
+    let mut sender = Some(sender);
+    send(&sender, &first);
+    window.push_back(first);
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(SOLVE_BATCH_STREAM);
+    let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
+    let mut answers = call.await.map_err(Failure::Status)?.into_inner();
+
+    loop {
+        tokio::select! {
+            biased;
+            answer = answers.message() => match answer {
+                Ok(Some(solutions)) => {
+                    let batch = window.pop_front().ok_or(Failure::EndedEarly)?;
+                    *answered = true;
+                    writer
+                        .send(ToWriter::Answered(Answered { batch, solutions }))
+                        .map_err(|_| Failure::WriterGone)?;
+                }
+                Ok(None) if sender.is_none() && window.is_empty() => return Ok(()),
+                Ok(None) => return Err(Failure::EndedEarly),
+                Err(status) => return Err(Failure::Status(status)),
+            },
+            next = queue.next(), if sender.is_some() && window.len() < capacity => match next {
+                Some(batch) => {
+                    send(&sender, &batch);
+                    window.push_back(batch);
+                }
+                // The run is complete: half-close, and the server ends the call.
+                None => sender = None,
+            },
+        }
+    }
+}
+
+/// Queues `batch` on the call. The channel holds at most the window, which has room, so
+/// this cannot block; if the call is gone, the error surfaces on the answer side.
+fn send(sender: &Option<tokio::sync::mpsc::Sender<Bytes>>, batch: &Batch) {
+    if let Some(sender) = sender {
+        let _ = sender.try_send(batch.payload.clone());
+    }
+}
+
+/// A codec that sends bytes already encoded and hands back the raw answer bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct PassThrough;
+
+impl Codec for PassThrough {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = PassThrough;
+    type Decoder = PassThrough;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        PassThrough
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        PassThrough
+    }
+}
+
+impl Encoder for PassThrough {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::new(256 * 1024, 1 << 20)
+    }
+}
+
+impl Decoder for PassThrough {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::new(256 * 1024, 1 << 20)
+    }
+}

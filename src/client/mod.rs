@@ -1,0 +1,23 @@
+//! The bulk client: problem files of any size through `SolveBatchStream`, in order, with
+//! nothing lost.
+//!
+//! A run is a pipeline of bounded stages: [`input`] reads lines (plain, gzip or zstd),
+//! [`batch`] parses and encodes them on the reading thread, [`queue`] hands batches to one
+//! [`connection`] per server, and [`output`] puts the answers back in input order on the
+//! writing thread. [`budget`] bounds the bytes between reading and writing, so memory
+//! stays flat whatever the input size; [`resume`] continues a cut-off output; [`gen`]
+//! writes the random datasets that tests and benchmarks feed it.
+
+pub mod batch;
+pub mod budget;
+pub mod connection;
+pub mod gen;
+pub mod input;
+pub mod output;
+pub mod pipeline;
+pub mod progress;
+pub mod queue;
+pub mod resume;
+
+pub use pipeline::{solve, ClientError, SolveConfig};
+pub use progress::Summary;

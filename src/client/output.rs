@@ -1,0 +1,333 @@
+//! Writing solutions as JSON lines, in input order.
+//!
+//! Answers come back from several servers and retries in any order; [`SolutionWriter`]
+//! holds the early ones until the batches before them are written. It never holds more
+//! than the in-flight budget allows, because the budget is only returned once a batch is
+//! written.
+//!
+//! The JSON is written by hand rather than through serde: it is the client's hottest loop,
+//! and it always emits `aliceWins` (also when false), so that every answered line has the
+//! same fields. The result is the protobuf JSON mapping, which the tests check by parsing it
+//! back with the generated deserializer.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use prost::bytes::Bytes;
+use prost::Message;
+
+use crate::client::batch::Batch;
+use crate::client::input::InputError;
+use crate::pb;
+
+/// Why the output could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Writing failed (disk full, closed pipe, ...).
+    #[error("cannot write output: {0}")]
+    Io(#[from] io::Error),
+    /// A server answered with something that is not the batch that was sent.
+    #[error("server answered batch {seq} with {got} solutions for {expected} problems")]
+    Mismatch {
+        /// The batch's position.
+        seq: u64,
+        /// Problems sent.
+        expected: usize,
+        /// Solutions received.
+        got: usize,
+    },
+    /// A server answer is not a valid `SolutionBatch`.
+    #[error("server answer to batch {seq} does not decode: {source}")]
+    Decode {
+        /// The batch's position.
+        seq: u64,
+        /// The decoder's complaint.
+        source: prost::DecodeError,
+    },
+}
+
+/// A batch with its encoded `SolutionBatch` (empty when no line of it was a problem).
+#[derive(Debug)]
+pub struct Answered {
+    /// The batch that was sent.
+    pub batch: Batch,
+    /// The server's encoded answer.
+    pub solutions: Bytes,
+}
+
+/// What the writing thread receives.
+#[derive(Debug)]
+pub enum ToWriter {
+    /// A batch and its answer (empty for a batch of rejected lines only).
+    Answered(Answered),
+    /// The input ended after this many batches.
+    InputEnd {
+        /// Batches read in all.
+        batches: u64,
+    },
+    /// Reading the input failed: the run stops.
+    InputFailed(InputError),
+}
+
+/// What one written batch contributed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Lines written.
+    pub lines: u64,
+    /// Of which carry an `error`.
+    pub errors: u64,
+    /// Raw input offset reached with this batch.
+    pub input_offset: u64,
+    /// Budget the batch held.
+    pub cost: usize,
+}
+
+/// Writes answered batches in `seq` order, holding back those that arrive early.
+#[derive(Debug)]
+pub struct SolutionWriter<W: Write> {
+    out: W,
+    next_seq: u64,
+    early: BTreeMap<u64, Answered>,
+    line: Vec<u8>,
+}
+
+impl<W: Write> SolutionWriter<W> {
+    /// A writer whose first batch is `seq` 0.
+    pub fn new(out: W) -> Self {
+        SolutionWriter { out, next_seq: 0, early: BTreeMap::new(), line: Vec::with_capacity(1 << 16) }
+    }
+
+    /// Batches written so far.
+    pub fn batches_written(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Takes an answered batch and writes every batch that is now next in line; `on_written`
+    /// hears about each. A batch that was already written (a duplicate answer) is ignored.
+    pub fn accept(
+        &mut self,
+        answered: Answered,
+        mut on_written: impl FnMut(Written),
+    ) -> Result<(), OutputError> {
+        let seq = answered.batch.seq;
+        if seq < self.next_seq {
+            return Ok(());
+        }
+        self.early.entry(seq).or_insert(answered);
+        while let Some(next) = self.early.remove(&self.next_seq) {
+            let written = self.write_batch(next)?;
+            self.next_seq += 1;
+            on_written(written);
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self, answered: Answered) -> Result<Written, OutputError> {
+        let Answered { batch, solutions } = answered;
+        let seq = batch.seq;
+        let decoded =
+            pb::SolutionBatch::decode(solutions).map_err(|source| OutputError::Decode { seq, source })?;
+        if decoded.solutions.len() != batch.problems {
+            return Err(OutputError::Mismatch {
+                seq,
+                expected: batch.problems,
+                got: decoded.solutions.len(),
+            });
+        }
+        let mut solved = decoded.solutions.iter();
+        let mut rejected = batch.rejected.iter().peekable();
+        let mut errors = 0;
+        self.line.clear();
+        for index in 0..batch.lines {
+            let solution = match rejected.next_if(|(at, _)| *at == index) {
+                Some((_, solution)) => solution,
+                None => solved.next().expect("lines = problems + rejected"),
+            };
+            errors += u64::from(solution.error.is_some());
+            write_solution_json(&mut self.line, solution);
+            if self.line.len() >= 1 << 16 {
+                self.out.write_all(&self.line)?;
+                self.line.clear();
+            }
+        }
+        self.out.write_all(&self.line)?;
+        Ok(Written { lines: batch.lines as u64, errors, input_offset: batch.input_offset, cost: batch.cost })
+    }
+
+    /// Flushes and returns the output.
+    pub fn finish(mut self) -> Result<W, OutputError> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// Appends `solution` as one line of protobuf JSON, newline included.
+pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
+    out.extend_from_slice(b"{\"id\":");
+    write_json_string(out, &solution.id);
+    if let Some(error) = &solution.error {
+        out.extend_from_slice(b",\"error\":{\"code\":");
+        match pb::error::Code::try_from(error.code) {
+            Ok(code) => write_json_string(out, code.as_str_name()),
+            Err(_) => write_number(out, error.code),
+        }
+        out.extend_from_slice(b",\"message\":");
+        write_json_string(out, &error.message);
+        out.extend_from_slice(b"}}\n");
+        return;
+    }
+    out.extend_from_slice(if solution.alice_wins { b",\"aliceWins\":true" } else { b",\"aliceWins\":false" });
+    out.extend_from_slice(b",\"winner\":");
+    match pb::Winner::try_from(solution.winner) {
+        Ok(winner) => write_json_string(out, winner.as_str_name()),
+        Err(_) => write_number(out, solution.winner),
+    }
+    if let Some(game) = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()) {
+        use pb::r#move::Game as G;
+        out.extend_from_slice(b",\"winningMove\":{");
+        match game {
+            G::SumGame(m) => {
+                out.extend_from_slice(b"\"sumGame\":{\"index\":\"");
+                write_number(out, m.index);
+                out.extend_from_slice(b"\",\"digit\":");
+                write_number(out, m.digit);
+                out.push(b'}');
+            }
+            G::StoneGameIx(m) => {
+                out.extend_from_slice(b"\"stoneGameIx\":{\"index\":\"");
+                write_number(out, m.index);
+                out.extend_from_slice(b"\"}");
+            }
+            G::StoneGameIv(m) => {
+                out.extend_from_slice(b"\"stoneGameIv\":{\"take\":\"");
+                write_number(out, m.take);
+                out.extend_from_slice(b"\"}");
+            }
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+fn write_number(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{n}");
+}
+
+fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    let plain = s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Escaping a string cannot fail when writing to a Vec.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(solution: &pb::Solution) -> String {
+        let mut out = Vec::new();
+        write_solution_json(&mut out, solution);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn samples() -> Vec<pb::Solution> {
+        use pb::r#move::Game as G;
+        let won = |game| pb::Solution {
+            id: "a\"\\\n\u{1}é".into(),
+            alice_wins: true,
+            winner: pb::Winner::Alice.into(),
+            winning_move: Some(pb::Move { game: Some(game) }),
+            error: None,
+        };
+        vec![
+            pb::Solution { id: "b".into(), winner: pb::Winner::Bob.into(), ..Default::default() },
+            pb::Solution {
+                id: "c".into(),
+                alice_wins: true,
+                winner: pb::Winner::Alice.into(),
+                ..Default::default()
+            },
+            won(G::SumGame(pb::SumGameMove { index: u64::MAX, digit: 0 })),
+            won(G::StoneGameIx(pb::StoneGameIxMove { index: 7 })),
+            won(G::StoneGameIv(pb::StoneGameIvMove { take: 4 })),
+            pb::Solution {
+                id: "e".into(),
+                error: Some(pb::Error {
+                    code: pb::error::Code::OutOfRange.into(),
+                    message: "n \"big\"".into(),
+                }),
+                ..Default::default()
+            },
+        ]
+    }
+
+    #[test]
+    fn json_is_the_protobuf_mapping() {
+        for solution in samples() {
+            let line = json(&solution);
+            assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line}");
+            let parsed: pb::Solution = serde_json::from_str(&line).unwrap();
+            assert_eq!(parsed, solution, "{line}");
+        }
+    }
+
+    #[test]
+    fn answered_lines_always_say_who_wins() {
+        assert_eq!(json(&samples()[0]), "{\"id\":\"b\",\"aliceWins\":false,\"winner\":\"BOB\"}\n");
+        assert_eq!(
+            json(&samples()[5]),
+            "{\"id\":\"e\",\"error\":{\"code\":\"OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\"}}\n"
+        );
+    }
+
+    fn batch(seq: u64, problems: usize, rejected: Vec<(usize, pb::Solution)>) -> Batch {
+        Batch {
+            seq,
+            payload: Bytes::new(),
+            problems,
+            lines: problems + rejected.len(),
+            rejected,
+            input_offset: seq * 10,
+            cost: 1,
+        }
+    }
+
+    fn answer(ids: &[&str]) -> Bytes {
+        let solutions =
+            ids.iter().map(|id| pb::Solution { id: (*id).into(), ..Default::default() }).collect();
+        pb::SolutionBatch { solutions }.encode_to_vec().into()
+    }
+
+    #[test]
+    fn batches_are_written_in_order_with_rejected_lines_in_place() {
+        let mut writer = SolutionWriter::new(Vec::new());
+        let bad = pb::Solution { id: "bad".into(), error: Some(pb::Error::default()), ..Default::default() };
+        let mut written = Vec::new();
+        let first = Answered { batch: batch(0, 2, vec![(1, bad)]), solutions: answer(&["1", "3"]) };
+        let second = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
+        writer.accept(second, |w| written.push(w)).unwrap();
+        assert!(written.is_empty());
+        writer.accept(first, |w| written.push(w)).unwrap();
+        let dup = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
+        writer.accept(dup, |w| written.push(w)).unwrap();
+        assert_eq!(written.iter().map(|w| (w.lines, w.errors)).collect::<Vec<_>>(), [(3, 1), (1, 0)]);
+        let out = String::from_utf8(writer.finish().unwrap()).unwrap();
+        let ids: Vec<String> =
+            out.lines().map(|l| serde_json::from_str::<pb::Solution>(l).unwrap().id).collect();
+        assert_eq!(ids, ["1", "bad", "3", "4"]);
+    }
+
+    #[test]
+    fn a_short_answer_is_an_error() {
+        let mut writer = SolutionWriter::new(Vec::new());
+        let answered = Answered { batch: batch(0, 2, vec![]), solutions: answer(&["1"]) };
+        let err = writer.accept(answered, |_| {}).unwrap_err();
+        assert!(matches!(err, OutputError::Mismatch { seq: 0, expected: 2, got: 1 }));
+    }
+}

@@ -1,0 +1,373 @@
+//! The `solve` run: reader thread → work queue → one connection per server → writer thread.
+//!
+//! Parsing and formatting run on two plain threads, so that they overlap with each other
+//! and with the network (and, with the embedded server, with solving). One byte budget,
+//! taken when a batch is read and given back when it is written, bounds everything in
+//! between, which is what keeps memory flat on inputs of any size.
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use prost::bytes::Bytes;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
+
+use crate::client::batch::{parse_problem, Batch, BatchBuilder, LineError};
+use crate::client::budget::Budget;
+use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server};
+use crate::client::input::{InputError, InputSource, Line, ProblemReader};
+use crate::client::output::{Answered, OutputError, SolutionWriter, ToWriter};
+use crate::client::progress::{Progress, Summary};
+use crate::client::queue::WorkQueue;
+use crate::client::resume::{self, ResumePoint};
+use crate::server::{self, ServerConfig};
+
+/// Everything a `solve` run needs.
+#[derive(Debug, Clone)]
+pub struct SolveConfig {
+    /// Problems to read.
+    pub input: InputSource,
+    /// Where solutions go; `None` is stdout.
+    pub output: Option<PathBuf>,
+    /// Servers to spread the load over; empty starts an embedded server.
+    pub servers: Vec<String>,
+    /// Continue from the complete lines already in `output`.
+    pub resume: bool,
+    /// How long a server may fail without answering before it is given up on.
+    pub retry_for: Duration,
+    /// Lines per batch, at most.
+    pub batch_problems: usize,
+    /// Encoded bytes per batch, about (a batch closes once it reaches this).
+    pub batch_bytes: usize,
+    /// Batches in flight per server.
+    pub window: usize,
+    /// Bytes of batches read and not yet written, at most (the memory bound).
+    pub in_flight_bytes: usize,
+    /// Largest message sent or received; longer input lines become error lines.
+    pub max_message_bytes: usize,
+    /// Compression of gRPC messages.
+    pub compression: Option<CompressionEncoding>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl SolveConfig {
+    /// Defaults for everything but the input.
+    pub fn new(input: InputSource) -> Self {
+        SolveConfig {
+            input,
+            output: None,
+            servers: Vec::new(),
+            resume: false,
+            retry_for: Duration::from_secs(60),
+            batch_problems: 4096,
+            batch_bytes: 256 * 1024,
+            window: 8,
+            in_flight_bytes: 32 << 20,
+            max_message_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
+            compression: None,
+            progress: false,
+        }
+    }
+}
+
+/// Why a run stopped before the output was complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The input could not be read.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The output could not be written, or a server answered nonsense.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The output file could not be opened.
+    #[error("cannot open output {path}: {source}")]
+    OpenOutput {
+        /// The path given.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The existing output could not be prepared for resuming.
+    #[error("cannot resume from {path}: {source}")]
+    Resume {
+        /// The output path.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// `--resume` needs an output file to resume from.
+    #[error("--resume needs an output file (-o)")]
+    ResumeNeedsOutput,
+    /// The output to resume has more lines than the input: they do not belong together.
+    #[error("the output has {output_lines} lines but the input only {input_lines}: not this input's output")]
+    OutputLongerThanInput {
+        /// Complete lines in the output.
+        output_lines: u64,
+        /// Lines in the input.
+        input_lines: u64,
+    },
+    /// Every server failed.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// The embedded server could not start or failed.
+    #[error("embedded server: {0}")]
+    EmbeddedServer(String),
+    /// The run was abandoned part-way (a thread stopped).
+    #[error("run abandoned: {0}")]
+    Aborted(String),
+}
+
+/// Solves every line of `config.input` into `config.output`, in order.
+pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
+    let started = Instant::now();
+    let (out, resumed) = open_output(&config)?;
+    let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
+    if resumed.lines > 0 {
+        let skipped = reader.skip_lines(resumed.lines)?;
+        if skipped < resumed.lines {
+            return Err(ClientError::OutputLongerThanInput {
+                output_lines: resumed.lines,
+                input_lines: skipped,
+            });
+        }
+    }
+    let servers = config.servers.iter().map(|url| Server::parse(url)).collect::<Result<Vec<_>, _>>()?;
+    let embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
+    let servers = match &embedded {
+        Some(embedded) => vec![Server::parse(&embedded.url)?],
+        None => servers,
+    };
+
+    let budget = Arc::new(Budget::new(config.in_flight_bytes));
+    let queue = Arc::new(WorkQueue::new());
+    let (to_writer, inbox) = mpsc::channel();
+    let progress = Progress::new(config.progress, reader.raw_len());
+    let builder = BatchBuilder::new(config.batch_problems, config.batch_bytes);
+    let limit = config.max_message_bytes;
+
+    let reader_thread = {
+        let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
+        tokio::task::spawn_blocking(move || read_batches(reader, builder, limit, &budget, &queue, &to_writer))
+    };
+    let mut writer_thread = {
+        let (budget, queue) = (Arc::clone(&budget), Arc::clone(&queue));
+        tokio::task::spawn_blocking(move || write_answers(out, &inbox, &budget, &queue, progress))
+    };
+    let connection_config = ConnectionConfig {
+        window: config.window,
+        retry_for: config.retry_for,
+        max_message_bytes: config.max_message_bytes,
+        compression: config.compression,
+    };
+    let mut connections = JoinSet::new();
+    for server in servers {
+        let url = server.url().to_owned();
+        let run = connection::run(server, Arc::clone(&queue), to_writer.clone(), connection_config.clone());
+        connections.spawn(async move { (url, run.await) });
+    }
+    drop(to_writer);
+
+    let mut failure = None;
+    let written = loop {
+        tokio::select! {
+            written = &mut writer_thread => break joined(written),
+            Some(ended) = connections.join_next(), if !connections.is_empty() => {
+                match ended {
+                    Ok((_, Ok(()))) => {}
+                    Ok((url, Err(err))) => {
+                        tracing::warn!(server = %url, "giving up on server: {err}");
+                        failure = Some(ClientError::Connection(err));
+                    }
+                    Err(panicked) => failure = Some(ClientError::Aborted(format!("connection task: {panicked}"))),
+                }
+                if connections.is_empty() && !queue.is_finished() {
+                    // No server left: stop reading, and let the writer flush what it has,
+                    // so that `--resume` can carry on from there.
+                    budget.close();
+                    queue.finish();
+                    let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
+                    stop_embedded(embedded).await;
+                    return Err(failure.unwrap_or_else(|| ClientError::Aborted("no server left".into())));
+                }
+            }
+        }
+    };
+    budget.close();
+    queue.finish();
+    if written.is_ok() {
+        let _ = reader_thread.await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    stop_embedded(embedded).await;
+    let (problems, errors) = written?;
+    Ok(Summary {
+        problems,
+        errors,
+        resumed: resumed.lines,
+        resumed_errors: resumed.errors,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn joined<T>(result: Result<Result<T, ClientError>, tokio::task::JoinError>) -> Result<T, ClientError> {
+    result.map_err(|err| ClientError::Aborted(format!("writer thread: {err}")))?
+}
+
+/// Opens the output: stdout, a fresh file, or an existing one to append to after the
+/// complete lines it holds.
+fn open_output(config: &SolveConfig) -> Result<(Box<dyn Write + Send>, ResumePoint), ClientError> {
+    const OUTPUT_BUFFER: usize = 1 << 20;
+    let Some(path) = &config.output else {
+        if config.resume {
+            return Err(ClientError::ResumeNeedsOutput);
+        }
+        return Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout())), ResumePoint::default()));
+    };
+    let resumed = if config.resume {
+        resume::prepare_output(path).map_err(|source| ClientError::Resume { path: path.clone(), source })?
+    } else {
+        ResumePoint::default()
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(config.resume)
+        .truncate(!config.resume)
+        .open(path)
+        .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
+    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), resumed))
+}
+
+/// The reading thread: lines → batches → queue (or, for batches without a single problem,
+/// straight to the writer).
+fn read_batches(
+    mut reader: ProblemReader,
+    mut builder: BatchBuilder,
+    max_line_bytes: usize,
+    budget: &Budget,
+    queue: &WorkQueue,
+    writer: &mpsc::Sender<ToWriter>,
+) {
+    let raw_bytes = reader.raw_bytes_read();
+    let mut batches = 0u64;
+    let mut dispatch = |mut batch: Batch| -> bool {
+        let Ok(cost) = budget.acquire(batch.cost) else { return false };
+        batch.cost = cost;
+        batches += 1;
+        if batch.problems == 0 {
+            writer.send(ToWriter::Answered(Answered { batch, solutions: Bytes::new() })).is_ok()
+        } else {
+            queue.push(batch);
+            true
+        }
+    };
+    let mut line = Vec::new();
+    loop {
+        let parsed = match reader.next_line(&mut line) {
+            Ok(Some(Line::Text { number })) => parse_problem(&line, number),
+            Ok(Some(Line::TooLong { number, len })) => {
+                Err((number.to_string(), LineError::TooLong { line: number, len, limit: max_line_bytes }))
+            }
+            Ok(None) => break,
+            Err(err) => {
+                let _ = writer.send(ToWriter::InputFailed(err));
+                return;
+            }
+        };
+        if let Some(batch) = builder.push(parsed, raw_bytes.load(Ordering::Relaxed)) {
+            if !dispatch(batch) {
+                return;
+            }
+        }
+    }
+    if let Some(batch) = builder.finish(raw_bytes.load(Ordering::Relaxed)) {
+        if !dispatch(batch) {
+            return;
+        }
+    }
+    let _ = writer.send(ToWriter::InputEnd { batches });
+}
+
+/// The writing thread: answers → reorder → output; returns (lines, error lines).
+fn write_answers(
+    out: Box<dyn Write + Send>,
+    inbox: &mpsc::Receiver<ToWriter>,
+    budget: &Budget,
+    queue: &WorkQueue,
+    mut progress: Progress,
+) -> Result<(u64, u64), ClientError> {
+    let mut writer = SolutionWriter::new(out);
+    let (mut lines, mut errors) = (0u64, 0u64);
+    let mut total = None;
+    let result = loop {
+        if total == Some(writer.batches_written()) {
+            break Ok(());
+        }
+        match inbox.recv() {
+            Ok(ToWriter::Answered(answered)) => {
+                let accepted = writer.accept(answered, |written| {
+                    budget.release(written.cost);
+                    lines += written.lines;
+                    errors += written.errors;
+                    progress.advance(written.lines, written.input_offset);
+                });
+                if let Err(err) = accepted {
+                    break Err(err.into());
+                }
+            }
+            Ok(ToWriter::InputEnd { batches }) => total = Some(batches),
+            Ok(ToWriter::InputFailed(err)) => break Err(err.into()),
+            Err(mpsc::RecvError) => break Err(ClientError::Aborted("every sender stopped".into())),
+        }
+    };
+    // The connections may now close their calls.
+    queue.finish();
+    progress.finish();
+    // Flushed on failure too: whatever was written is a valid prefix to resume from.
+    let flushed = writer.finish();
+    result?;
+    flushed?;
+    Ok((lines, errors))
+}
+
+/// A server in this process, on a loopback port, for runs without `--server`.
+struct EmbeddedServer {
+    url: String,
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), server::ServeError>>,
+}
+
+impl EmbeddedServer {
+    async fn start() -> Result<Self, ClientError> {
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|err| ClientError::EmbeddedServer(format!("cannot bind a loopback port: {err}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|err| ClientError::EmbeddedServer(format!("no local address: {err}")))?;
+        let stop = CancellationToken::new();
+        let config = ServerConfig { shutdown_grace: Duration::from_secs(1), ..ServerConfig::default() };
+        let task = tokio::spawn(server::serve(listener, config, stop.clone().cancelled_owned()));
+        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task })
+    }
+}
+
+async fn stop_embedded(embedded: Option<EmbeddedServer>) {
+    let Some(embedded) = embedded else { return };
+    embedded.stop.cancel();
+    match tokio::time::timeout(Duration::from_secs(2), embedded.task).await {
+        Ok(Ok(Err(err))) => tracing::warn!("embedded server: {err}"),
+        Ok(Err(err)) => tracing::warn!("embedded server task: {err}"),
+        Ok(Ok(Ok(()))) | Err(_) => {}
+    }
+}

@@ -1,0 +1,165 @@
+//! Batches waiting for a server: one queue shared by every connection.
+//!
+//! Each connection pulls a batch whenever its in-flight window has room, so a faster
+//! server simply pulls more: that is the whole of the client-side balancing. Batches
+//! handed back by a failed connection jump the queue (lowest position first), because
+//! the writer is waiting for them.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::client::batch::Batch;
+
+/// The shared queue of batches to send.
+#[derive(Debug, Default)]
+pub struct WorkQueue {
+    state: Mutex<State>,
+    ready: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    resend: BTreeMap<u64, Batch>,
+    fresh: VecDeque<Batch>,
+    finished: bool,
+}
+
+impl State {
+    fn pop(&mut self) -> Option<Batch> {
+        self.resend.pop_first().map(|(_, batch)| batch).or_else(|| self.fresh.pop_front())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.resend.is_empty() && self.fresh.is_empty()
+    }
+}
+
+impl WorkQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        WorkQueue::default()
+    }
+
+    /// Adds a batch read from the input.
+    pub fn push(&self, batch: Batch) {
+        self.state.lock().fresh.push_back(batch);
+        self.ready.notify_one();
+    }
+
+    /// Hands back batches that a failed connection sent but got no answer for.
+    pub fn resend(&self, batches: impl IntoIterator<Item = Batch>) {
+        let mut state = self.state.lock();
+        let before = state.resend.len();
+        state.resend.extend(batches.into_iter().map(|batch| (batch.seq, batch)));
+        let added = state.resend.len() - before;
+        drop(state);
+        for _ in 0..added {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Marks the run as over: every waiting and future [`WorkQueue::next`] returns `None`.
+    pub fn finish(&self) {
+        self.state.lock().finished = true;
+        self.ready.notify_waiters();
+    }
+
+    /// True once [`WorkQueue::finish`] was called.
+    pub fn is_finished(&self) -> bool {
+        self.state.lock().finished
+    }
+
+    /// Waits for [`WorkQueue::finish`].
+    pub async fn finished(&self) {
+        loop {
+            let notified = self.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_finished() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The next batch to send, resends first; `None` once the run is over. Cancel-safe.
+    pub async fn next(&self) -> Option<Batch> {
+        loop {
+            // Registered before looking, so that a push between the look and the wait
+            // still wakes this task.
+            let notified = self.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if state.finished {
+                    return None;
+                }
+                if let Some(batch) = state.pop() {
+                    if !state.is_empty() {
+                        // Pass the wake-up on: another connection may have room.
+                        self.ready.notify_one();
+                    }
+                    return Some(batch);
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::bytes::Bytes;
+    use std::sync::Arc;
+
+    fn batch(seq: u64) -> Batch {
+        Batch {
+            seq,
+            payload: Bytes::new(),
+            problems: 1,
+            lines: 1,
+            rejected: vec![],
+            input_offset: 0,
+            cost: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn resends_come_first_in_order() {
+        let queue = WorkQueue::new();
+        queue.push(batch(5));
+        queue.resend([batch(3), batch(1)]);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            order.push(queue.next().await.unwrap().seq);
+        }
+        assert_eq!(order, [1, 3, 5]);
+    }
+
+    #[tokio::test]
+    async fn waiting_consumers_wake_on_push_and_on_finish() {
+        let queue = Arc::new(WorkQueue::new());
+        let consumer = |queue: &Arc<WorkQueue>| {
+            let queue = Arc::clone(queue);
+            tokio::spawn(async move { queue.next().await.map(|b| b.seq) })
+        };
+        let first = [consumer(&queue), consumer(&queue)];
+        tokio::task::yield_now().await;
+        queue.push(batch(7));
+        queue.push(batch(8));
+        let mut got = Vec::new();
+        for consumer in first {
+            got.push(consumer.await.unwrap());
+        }
+        got.sort();
+        assert_eq!(got, [Some(7), Some(8)]);
+        let late = consumer(&queue);
+        tokio::task::yield_now().await;
+        queue.finish();
+        assert_eq!(late.await.unwrap(), None);
+    }
+}
