@@ -5,6 +5,8 @@
 //! [`check_losing_list`] is rejected as a whole: the caller recomputes rather than
 //! answer from a table it cannot trust. Saving writes a temporary file beside the target
 //! and renames it over, so a crash mid-save leaves the old file or none, never half.
+//! [`IvTableStore`] binds a file to the live table for the server: load once, save when
+//! the table has grown.
 //!
 //! Layout, little-endian: magic `GSIVLOSE` (8 bytes), version (u32, = 1), reserved (u32,
 //! = 0), covered (u64: every n below it is classified), count (u64), count × u32
@@ -14,7 +16,12 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
 use crate::games::stone_game_iv::{check_losing_list, InvalidLosingList};
+use crate::games::StoneGameIvTable;
 
 const MAGIC: [u8; 8] = *b"GSIVLOSE";
 const VERSION: u32 = 1;
@@ -92,8 +99,10 @@ impl IvTableFile {
     /// disk, then renamed over it.
     pub fn save(&self, path: &Path) -> Result<(), IvTableFileError> {
         let io_error = |source| IvTableFileError::Io { path: path.into(), source };
+        // Unique per save, so that two saves in flight never write the same temporary.
+        static SAVES: AtomicU64 = AtomicU64::new(0);
         let mut temporary = path.as_os_str().to_owned();
-        temporary.push(format!(".tmp{}", std::process::id()));
+        temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
         let temporary = PathBuf::from(temporary);
         let written = fs::File::create(&temporary).and_then(|mut file| {
             file.write_all(&self.encode())?;
@@ -153,6 +162,51 @@ impl IvTableFile {
             .collect();
         check_losing_list(covered, &losing).map_err(|source| IvTableFileError::BadList { path, source })?;
         Ok(IvTableFile { covered, losing })
+    }
+}
+
+/// A table file bound to a live table: loads it once, then saves whenever the table has
+/// grown since the last load or save. Saves are serialised, so the file only grows.
+#[derive(Debug)]
+pub struct IvTableStore {
+    path: PathBuf,
+    /// The `covered` of what the file holds (as far as this process knows).
+    saved: Mutex<u64>,
+}
+
+impl IvTableStore {
+    /// A store for the file at `path`; nothing is read yet.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        IvTableStore { path: path.into(), saved: Mutex::new(0) }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Loads the file into `table` and returns the range it covers; on any error the
+    /// table is left as it was.
+    pub fn load_into(&self, table: &StoneGameIvTable) -> Result<u64, IvTableFileError> {
+        let mut saved = self.saved.lock();
+        let file = IvTableFile::load(&self.path)?;
+        table
+            .restore(file.covered, file.losing)
+            .map_err(|source| IvTableFileError::BadList { path: self.path.clone(), source })?;
+        *saved = file.covered;
+        Ok(file.covered)
+    }
+
+    /// Saves `table` if it covers more than the file; returns the range saved, if any.
+    pub fn save_if_grown(&self, table: &StoneGameIvTable) -> Result<Option<u64>, IvTableFileError> {
+        let mut saved = self.saved.lock();
+        if table.covered() <= *saved {
+            return Ok(None);
+        }
+        let (covered, losing) = table.snapshot();
+        IvTableFile { covered, losing }.save(&self.path)?;
+        *saved = covered;
+        Ok(Some(covered))
     }
 }
 
@@ -234,5 +288,27 @@ mod tests {
         let mut beyond = table();
         beyond.covered = 1000;
         assert!(matches!(decode(&beyond.encode()), Err(IvTableFileError::BadList { .. })));
+    }
+
+    #[test]
+    fn a_store_saves_only_when_the_table_grew_and_restores_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = IvTableStore::new(dir.path().join("iv.table"));
+        let table = StoneGameIvTable::new(10_000_000);
+        assert!(matches!(store.load_into(&table), Err(IvTableFileError::Io { .. })));
+        assert_eq!(store.save_if_grown(&table).unwrap(), None);
+        table.extend_to(1_000_000).unwrap();
+        let covered = table.covered();
+        assert_eq!(store.save_if_grown(&table).unwrap(), Some(covered));
+        assert_eq!(store.save_if_grown(&table).unwrap(), None);
+
+        let restarted = StoneGameIvTable::new(10_000_000);
+        assert_eq!(IvTableStore::new(store.path()).load_into(&restarted).unwrap(), covered);
+        assert_eq!(restarted.snapshot(), table.snapshot());
+
+        fs::write(store.path(), b"GSIVLOSE garbage").unwrap();
+        let after_corruption = StoneGameIvTable::new(10_000_000);
+        assert!(IvTableStore::new(store.path()).load_into(&after_corruption).is_err());
+        assert_eq!(after_corruption.covered(), 0);
     }
 }
