@@ -346,3 +346,27 @@ async fn shutdown_grace_bounds_a_call_that_never_ends() {
     assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
     drop(send);
 }
+
+#[tokio::test]
+async fn a_client_deadline_ends_the_call_and_the_server_goes_on() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let mut request = tonic::Request::new(sum("slow", &"?".repeat(10_000_000)));
+    request.set_timeout(Duration::from_micros(1));
+    let status = client.solve(request).await.unwrap_err();
+    assert!(matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded), "{status:?}");
+    assert!(client.solve(sum("next", "11")).await.is_ok());
+}
+
+#[tokio::test]
+async fn compressed_requests_and_responses_work() {
+    use tonic::codec::CompressionEncoding;
+    let server = TestServer::start(ServerConfig::default()).await;
+    for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Zstd] {
+        let mut client = server.client().await.send_compressed(encoding).accept_compressed(encoding);
+        let problems = mixed_problems(50);
+        let solutions =
+            client.solve_batch(pb::ProblemBatch { problems }).await.unwrap().into_inner().solutions;
+        assert_eq!(solutions.len(), 50);
+    }
+}
