@@ -133,8 +133,12 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        // Some layers repeat their cause in their own message.
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
@@ -170,6 +174,7 @@ pub async fn run(
         let mut answered = false;
         let attempt = attempt(&server, &queue, &writer, &config, &mut window, &mut answered).await;
         // Whatever was sent and not answered goes to whichever connection is free first.
+        let unanswered = window.len();
         queue.resend(window.drain(..));
         let failure = match attempt {
             Ok(()) => return Ok(()),
@@ -197,7 +202,11 @@ pub async fn run(
                 last: failure.describe(),
             });
         }
-        tracing::warn!(server = %server.url, "{}; retrying in {backoff:?}", failure.describe());
+        tracing::warn!(
+            server = %server.url,
+            "{}; {unanswered} unanswered batches handed back; retrying in {backoff:?}",
+            failure.describe()
+        );
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = queue.finished() => return Ok(()),

@@ -1,0 +1,328 @@
+//! `gamesolver-client` end to end: real binaries, real servers on ephemeral ports, every
+//! answer checked against the solver core.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use gamesolver::client::gen::{self, GenConfig};
+use gamesolver::convert;
+use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::pb;
+
+const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
+const SERVER: &str = env!("CARGO_BIN_EXE_gamesolver-server");
+
+/// A `gamesolver-server` process, killed when dropped.
+struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts the server on `addr` (port 0 for any) and waits for its start-up line.
+    fn start(addr: &str) -> ServerProcess {
+        // The port of a server killed a moment ago may take a few tries to bind again.
+        for _ in 0..50 {
+            let mut child = Command::new(SERVER)
+                .args(["--listen", addr])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn gamesolver-server");
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            if let Some(bound) = line.trim().strip_prefix("listening on ") {
+                return ServerProcess { child, addr: bound.parse().unwrap() };
+            }
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("gamesolver-server did not start on {addr}");
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGKILL: no graceful anything, as in a crash.
+    fn kill(mut self) -> SocketAddr {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.addr
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn generate(path: &Path, count: u64, seed: u64) {
+    let config = GenConfig { count, seed, ..GenConfig::default() };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    gen::generate(&config, &mut file).unwrap();
+}
+
+/// Runs the client to completion.
+fn client(args: &[&str]) -> (ExitStatus, String) {
+    let output =
+        Command::new(CLIENT).args(args).stdin(Stdio::null()).output().expect("run gamesolver-client");
+    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// What the output line for `input_line` (1-based `number`) must be, from the solver core.
+fn expected(input_line: &str, number: u64, table: &StoneGameIvTable) -> pb::Solution {
+    let problem: pb::Problem = serde_json::from_str(input_line).unwrap();
+    let (id, game) = convert::problem(problem);
+    let id = if id.is_empty() { number.to_string() } else { id };
+    let result = game.and_then(|game| game.solve(table).map_err(Into::into));
+    convert::solution(id, result)
+}
+
+/// Checks every output line against the solver core, in order.
+fn assert_all_correct(input: &Path, output: &Path) {
+    let table = StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT);
+    let input = std::fs::read_to_string(input).unwrap();
+    let output = std::fs::read_to_string(output).unwrap();
+    assert!(output.ends_with('\n'), "output ends in a partial line");
+    let (inputs, outputs): (Vec<_>, Vec<_>) = (input.lines().collect(), output.lines().collect());
+    assert_eq!(outputs.len(), inputs.len(), "one output line per input line");
+    for (i, (input_line, output_line)) in inputs.iter().zip(&outputs).enumerate() {
+        let got: pb::Solution = serde_json::from_str(output_line)
+            .unwrap_or_else(|err| panic!("output line {} is not a Solution ({err}): {output_line}", i + 1));
+        assert_eq!(got, expected(input_line, i as u64 + 1, &table), "line {}: {input_line}", i + 1);
+    }
+}
+
+#[test]
+fn a_generated_file_round_trips_through_the_embedded_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 30_000, 1);
+    let (status, stderr) =
+        client(&["solve", path_str(&input), "-o", path_str(&output), "--batch-size", "500"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("30000 problems, 0 errors"), "summary: {stderr}");
+    assert_all_correct(&input, &output);
+}
+
+#[test]
+fn compressed_inputs_and_stdout_give_the_same_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    generate(&input, 2_000, 2);
+    let plain = std::fs::read(&input).unwrap();
+    let gz = dir.path().join("in.jsonl.gz");
+    let mut encoder = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+    encoder.write_all(&plain).unwrap();
+    encoder.finish().unwrap();
+    let zst = dir.path().join("in.jsonl.zst");
+    std::fs::write(&zst, zstd::encode_all(plain.as_slice(), 3).unwrap()).unwrap();
+
+    let stdout_of = |path: &Path| {
+        let out = Command::new(CLIENT).args(["solve", "--quiet", path_str(path)]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "--quiet prints nothing: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let answers = stdout_of(&input);
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&output, &answers).unwrap();
+    assert_all_correct(&input, &output);
+    assert_eq!(stdout_of(&gz), answers);
+    assert_eq!(stdout_of(&zst), answers);
+}
+
+#[test]
+fn bad_lines_keep_their_place_and_exit_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    let mut lines: Vec<String> = Vec::new();
+    for i in 0..3000 {
+        lines.push(match i % 500 {
+            7 => "{not json".to_owned(),
+            8 => String::new(),
+            9 => format!(r#"{{"id":"nogame{i}"}}"#),
+            10 => format!(r#"{{"id":"badchar{i}","sumGame":{{"num":"1x"}}}}"#),
+            11 => format!(r#"{{"id":"unknown{i}","sumGame":{{"num":"12"}},"chess":1}}"#),
+            12 => r#"{"sum_game":{"num":"?5"}}"#.to_owned(),
+            _ => format!(r#"{{"id":"p{i}","stoneGameIv":{{"n":{}}}}}"#, i % 97),
+        });
+    }
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let (status, stderr) =
+        client(&["solve", path_str(&input), "-o", path_str(&output), "--batch-size", "64"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+
+    let output = std::fs::read_to_string(&output).unwrap();
+    let solutions: Vec<pb::Solution> = output.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(solutions.len(), lines.len());
+    let invalid = pb::error::Code::InvalidArgument as i32;
+    for (i, solution) in solutions.iter().enumerate() {
+        let code = solution.error.as_ref().map(|e| e.code);
+        let (id, want) = match i % 500 {
+            7 | 8 => ((i + 1).to_string(), Some(invalid)),
+            9 => (format!("nogame{i}"), Some(invalid)),
+            10 => (format!("badchar{i}"), Some(invalid)),
+            11 => (format!("unknown{i}"), Some(invalid)),
+            12 => ((i + 1).to_string(), None),
+            _ => (format!("p{i}"), None),
+        };
+        assert_eq!((&solution.id, code), (&id, want), "line {}: {}", i + 1, lines[i]);
+    }
+}
+
+#[test]
+fn several_servers_share_the_load_and_one_dying_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 60_000, 3);
+    let text = std::fs::read(&input).unwrap();
+    let half = text.len() / 2 + text[text.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let (a, b) = (ServerProcess::start("127.0.0.1:0"), ServerProcess::start("127.0.0.1:0"));
+    let mut run = Command::new(CLIENT)
+        .args(["solve", "-", "-o", path_str(&output), "--quiet", "--batch-size", "256"])
+        .args(["--server", &a.url(), "--server", &b.url()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(&text[..half]).unwrap();
+    stdin.flush().unwrap();
+    // One server dies for good, with (likely) batches of the first half in flight.
+    a.kill();
+    stdin.write_all(&text[half..]).unwrap();
+    drop(stdin);
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    drop(b);
+    assert_all_correct(&input, &output);
+}
+
+#[test]
+fn a_server_killed_and_restarted_mid_run_still_yields_everything_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 60_000, 4);
+    let text = std::fs::read(&input).unwrap();
+    let half = text.len() / 2 + text[text.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let server = ServerProcess::start("127.0.0.1:0");
+    let mut run = Command::new(CLIENT)
+        .args([
+            "solve",
+            "-",
+            "-o",
+            path_str(&output),
+            "--quiet",
+            "--batch-size",
+            "256",
+            "--server",
+            &server.url(),
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(&text[..half]).unwrap();
+    stdin.flush().unwrap();
+    // The second half can only be answered after the client reconnects to the new process.
+    let addr = server.kill();
+    stdin.write_all(&text[half..]).unwrap();
+    drop(stdin);
+    let restarted = ServerProcess::start(&addr.to_string());
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    drop(restarted);
+    assert_all_correct(&input, &output);
+}
+
+#[test]
+fn resume_completes_a_cut_off_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 10_000, 5);
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let complete = std::fs::read(&output).unwrap();
+
+    // Cut mid-line, as a killed run leaves it.
+    let cut = complete.len() * 2 / 5;
+    assert_ne!(complete[cut - 1], b'\n');
+    std::fs::write(&output, &complete[..cut]).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("resumed after"), "{stderr}");
+    assert!(std::fs::read(&output).unwrap() == complete, "resumed output differs from a complete run");
+
+    // Resuming a complete output has nothing left to do.
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.starts_with("0 problems"), "{stderr}");
+    assert!(std::fs::read(&output).unwrap() == complete);
+}
+
+#[test]
+fn fatal_errors_exit_two_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 100, 6);
+
+    let (status, stderr) = client(&["solve", path_str(&dir.path().join("missing.jsonl"))]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("cannot open") && stderr.contains("missing.jsonl"), "{stderr}");
+
+    let (status, stderr) = client(&["solve", path_str(&input), "--resume"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("--resume needs an output file"), "{stderr}");
+
+    // A port that nobody listens on: the server is given up on after --retry-for.
+    let dead = ServerProcess::start("127.0.0.1:0").kill();
+    let url = format!("http://{dead}");
+    let (status, stderr) =
+        client(&["solve", path_str(&input), "-o", path_str(&output), "--server", &url, "--retry-for", "0.5"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains(&dead.to_string()), "{stderr}");
+
+    // An output longer than the input is not this input's output.
+    std::fs::write(&output, "{}\n".repeat(101)).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("more lines") || stderr.contains("only 100"), "{stderr}");
+}
+
+#[test]
+fn gen_is_deterministic_and_reproducible_from_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |seed: &str| -> PathBuf {
+        let path = dir.path().join(format!("gen{seed}.jsonl"));
+        let status = Command::new(CLIENT)
+            .args([
+                "gen",
+                "--count",
+                "1000",
+                "--seed",
+                seed,
+                "--mix",
+                "sum=1,ix=1,iv=1",
+                "-o",
+                path_str(&path),
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        path
+    };
+    let (first, again, other) = (out("9"), out("9"), out("10"));
+    let read = |p: &PathBuf| std::fs::read(p).unwrap();
+    assert_eq!(read(&first), read(&again));
+    assert_ne!(read(&first), read(&other));
+    assert_eq!(read(&first).iter().filter(|&&b| b == b'\n').count(), 1000);
+}
