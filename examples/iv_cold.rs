@@ -1,0 +1,71 @@
+//! Cold Stone Game IV table growth to 10^7, 10^8 and 10^9: wall time, CPU time and peak
+//! memory, each in a fresh process so that one run's memory does not hide the next.
+//!
+//! `cargo run --release --example iv_cold [-- N...]` prints a markdown table. Criterion
+//! (`benches/stone_game_iv.rs`) is too slow for these sizes: one 10^9 run is ~20 s.
+
+use std::process::Command;
+use std::time::Instant;
+
+use gamesolver::games::StoneGameIvTable;
+
+const CHILD: &str = "IV_COLD_N";
+
+fn main() {
+    if let Ok(n) = std::env::var(CHILD) {
+        child(n.parse().expect("a pile count"));
+        return;
+    }
+    let ends: Vec<u64> = match std::env::args().skip(1).map(|arg| arg.parse()).collect() {
+        Ok(ends) if !Vec::is_empty(&ends) => ends,
+        Ok(_) => vec![10_000_000, 100_000_000, 1_000_000_000],
+        Err(err) => panic!("usage: iv_cold [N...]: {err}"),
+    };
+    println!("| n | wall s | CPU s | peak RSS MiB | P-positions < n | (p, k) marks |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for end in ends {
+        let exe = std::env::current_exe().expect("own path");
+        let output = Command::new(exe).env(CHILD, end.to_string()).output().expect("child run");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
+}
+
+/// Grows a fresh table (as the server does) to classify every pile below `end`.
+fn child(end: u64) {
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    let table = StoneGameIvTable::new(end - 1);
+    table.extend_to(end - 1).expect("within the limit");
+    let (wall, cpu) =
+        (wall.elapsed().as_secs_f64(), cpu_seconds().zip(cpu).map(|(after, before)| after - before));
+    let (covered, losing) = table.snapshot();
+    assert_eq!(covered, end);
+    // The sieve's work: one mark per P-position p and square k² with p + k² < end.
+    let marks: u64 = losing.iter().map(|&p| (((end - 1 - u64::from(p)) as f64).sqrt()) as u64).sum();
+    let cpu = cpu.map_or("n/a".into(), |cpu| format!("{cpu:.2}"));
+    let rss = peak_rss_mib().map_or("n/a".into(), |mib| format!("{mib:.1}"));
+    println!("| {end:.0e} | {wall:.2} | {cpu} | {rss} | {} | {marks:.2e} |", losing.len());
+}
+
+/// This process's user + system CPU time (Linux), from /proc/self/stat.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some(ticks / 100.0)
+}
+
+/// Peak resident memory (Linux), from VmHWM.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
