@@ -1,34 +1,36 @@
 //! The segmented sieve that grows the sorted list of Stone Game IV P-positions.
 //!
 //! n is winning iff some P-position p has n − p = k², so every known p "marks" p + k²
-//! for every k. P-positions are sparse (about 1.7 million below 10^9), so the work is
-//! the number of (p, k) pairs, about 4·10^10 up to 10^9, one bit store each. To keep
-//! those stores in L1 the range is cut into segments of [`SEGMENT`] numbers whose marks
-//! fit in a 32 KiB bitset, measured against 2^15..2^20 bytes or bits: every size gave
-//! within 10%, and the bitset keeps per-(segment, k) overhead under 1% at 10^9.
+//! for every k. P-positions are sparse (1,727,524 below 10^9), so the work is the number
+//! of (p, k) pairs, 4.0·10^10 up to 10^9, one byte store each. The range is cut into
+//! segments of [`SEGMENT`] numbers, one byte a number. Measured at 10^8 (one core, CPU
+//! time): bytes in 2^17..2^19 segments (L2) 1.62–1.70 s, bitsets of 2^18 bits (32 KiB,
+//! L1) 1.86 s and 2^17 bits 1.71 s: a plain store beats a read-modify-write of a bit
+//! even though it misses L1, and the segment size hardly matters in that range.
 //!
 //! For one segment and one k, the p's that mark it form a contiguous run of the sorted
 //! list, and the run for the next segment starts where this one ended; a cursor per k
 //! remembers that spot, so no binary search is needed per (segment, k) once k² exceeds
 //! the segment (about 10^8 searches at 10^9 otherwise). The k's are split between two
-//! workers by parity (even/odd k mark nearly equal counts), each with its own bitset
-//! and cursors; the two bitsets are OR-ed and the segment is then finished in order,
-//! since a P-position found inside it marks later numbers of the same segment.
+//! workers by parity (even/odd k mark nearly equal counts), each with its own marks and
+//! cursors; the two are OR-ed and the segment is then finished in order, since a
+//! P-position found inside it marks later numbers of the same segment.
 
-/// Numbers classified per segment: 2^18, whose bitset (32 KiB) fits this machine's L1d.
+/// Numbers classified per segment: 2^18, so that each worker's marks (256 KiB) sit in
+/// this machine's 1 MiB L2 next to the list they stream.
 pub const SEGMENT: u64 = 1 << 18;
 
-const WORDS: usize = (SEGMENT / 64) as usize;
+const LEN: usize = SEGMENT as usize;
 
-/// A bitset over one segment; indices are masked to its size, which drops the bounds
-/// checks from the hot loop without `unsafe`.
-type Marks = Box<[u64; WORDS]>;
+/// One byte a number of the segment, non-zero when marked winning. Indices are masked to
+/// the size, which drops the bounds checks from the hot loop without `unsafe`.
+type Marks = Box<[u8; LEN]>;
 
-fn set(marks: &mut [u64; WORDS], at: usize) {
-    marks[(at >> 6) & (WORDS - 1)] |= 1 << (at & 63);
+fn set(marks: &mut [u8; LEN], at: usize) {
+    marks[at & (LEN - 1)] = 1;
 }
 
-/// The k's of one parity: their cursors and a bitset of the marks they make.
+/// The k's of one parity: their cursors and the marks they make.
 #[derive(Debug)]
 struct Worker {
     /// 1 or 2: this worker handles k = first_k, first_k + 2, ...
@@ -41,7 +43,7 @@ struct Worker {
 
 impl Worker {
     fn new(first_k: u64) -> Self {
-        Worker { first_k, cursors: Vec::new(), marks: Box::new([0; WORDS]) }
+        Worker { first_k, cursors: Vec::new(), marks: vec![0; LEN].try_into().expect("LEN bytes") }
     }
 
     fn ks(&self, max_k: u64) -> impl Iterator<Item = u64> {
@@ -78,7 +80,7 @@ impl Worker {
     }
 }
 
-/// The state of a sieve between segments: per-k cursors and two segment bitsets.
+/// The state of a sieve between segments: per-k cursors and two segments of marks.
 #[derive(Debug)]
 pub struct Sieve {
     even: Worker,
@@ -116,8 +118,8 @@ impl Sieve {
         let (even, odd) = (&mut self.even, &mut self.odd);
         rayon::join(|| even.mark(losing, lo, hi, max_k), || odd.mark(losing, lo, hi, max_k));
         let marks = &mut self.even.marks;
-        for (word, other) in marks.iter_mut().zip(self.odd.marks.iter()) {
-            *word |= other;
+        for (mark, other) in marks.iter_mut().zip(self.odd.marks.iter()) {
+            *mark |= other;
         }
         finish_segment(marks, lo, (hi - lo) as usize, found);
         self.next = Some(hi);
@@ -126,23 +128,22 @@ impl Sieve {
 
 /// Walks the segment in order: an unmarked number is a P-position, which then marks
 /// the numbers a square above it inside the segment.
-fn finish_segment(marks: &mut [u64; WORDS], lo: u64, len: usize, found: &mut Vec<u32>) {
-    for word in 0..len.div_ceil(64) {
-        loop {
-            let mut free = !marks[word];
-            if (word + 1) * 64 > len {
-                free &= (1 << (len - word * 64)) - 1;
-            }
-            if free == 0 {
-                break;
-            }
-            let at = word * 64 + free.trailing_zeros() as usize;
+fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u32>) {
+    const ALL_MARKED: u64 = u64::from_ne_bytes([1; 8]);
+    let mut at = 0;
+    while at < len {
+        // Most numbers are winning (over 99% past 10^6): skip them 8 at a time.
+        if at + 8 <= len && u64::from_ne_bytes(marks[at..at + 8].try_into().expect("8 bytes")) == ALL_MARKED {
+            at += 8;
+            continue;
+        }
+        if marks[at] == 0 {
             found.push((lo + at as u64) as u32);
-            set(marks, at);
             for target in (1..).map(|k| at + k * k).take_while(|&target| target < len) {
                 set(marks, target);
             }
         }
+        at += 1;
     }
 }
 
