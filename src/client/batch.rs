@@ -5,9 +5,12 @@
 //! the memory a batch holds is known exactly. Lines that are not problems never reach the
 //! server; their error solutions wait in the batch at their place.
 
+use std::borrow::Cow;
+
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
+use crate::client::problem_json::{self, FastProblem};
 use crate::convert::ProblemError;
 use crate::pb;
 
@@ -59,7 +62,7 @@ pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
 
 /// Parses one input line into a problem, giving it its line number as id when it has none.
 pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, LineError)> {
-    let line = line.strip_prefix(b"\xef\xbb\xbf".as_slice()).filter(|_| number == 1).unwrap_or(line);
+    let line = strip_bom(line, number);
     match serde_json::from_slice::<pb::Problem>(line) {
         Ok(mut problem) => {
             if problem.id.is_empty() {
@@ -74,6 +77,14 @@ pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, L
         Err(err) => {
             Err((id_of_bad_line(line, number), LineError::Json { line: number, reason: err.to_string() }))
         }
+    }
+}
+
+/// A UTF-8 byte order mark is only meaningful at the start of the file.
+fn strip_bom(line: &[u8], number: u64) -> &[u8] {
+    match line.strip_prefix(b"\xef\xbb\xbf".as_slice()) {
+        Some(rest) if number == 1 => rest,
+        _ => line,
     }
 }
 
@@ -121,6 +132,8 @@ pub struct BatchBuilder {
     lines: usize,
     rejected: Vec<(usize, pb::Solution)>,
     next_seq: u64,
+    /// Scratch for the stones of the line being read.
+    stones: Vec<u64>,
 }
 
 impl BatchBuilder {
@@ -134,30 +147,54 @@ impl BatchBuilder {
             lines: 0,
             rejected: Vec::new(),
             next_seq: 0,
+            stones: Vec::new(),
         }
     }
 
-    /// Adds the next input line (its parse result); returns a batch when it fills one.
-    pub fn push(
-        &mut self,
-        parsed: Result<pb::Problem, (String, LineError)>,
-        input_offset: u64,
-    ) -> Option<Batch> {
-        match parsed {
-            Ok(problem) => {
-                // Field 1 of ProblemBatch, length-delimited: the same bytes prost writes for
-                // `ProblemBatch { problems }`, without collecting the problems first.
-                let len = problem.encoded_len();
-                if self.payload.capacity() - self.payload.len() < len + 16 {
-                    self.payload.reserve((len + 16).max(self.max_bytes.min(1 << 20)));
-                }
-                prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.payload);
-                prost::encoding::encode_varint(len as u64, &mut self.payload);
-                problem.encode_raw(&mut self.payload);
+    /// Adds the next input line, 1-based line `number`; returns a batch when it fills one.
+    pub fn push_line(&mut self, line: &[u8], number: u64, input_offset: u64) -> Option<Batch> {
+        let line = strip_bom(line, number);
+        self.reserve_for(line.len());
+        match problem_json::parse(line, &mut self.stones) {
+            Some(FastProblem { id, game: Some(game) }) => {
+                let id = if id.is_empty() { Cow::Owned(number.to_string()) } else { id };
+                problem_json::encode_batch_entry(&id, &game, &self.stones, &mut self.payload);
                 self.problems += 1;
             }
-            Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
+            // Anything unusual, including every error, goes through the reference parser.
+            _ => match parse_problem(line, number) {
+                Ok(problem) => self.add_problem(&problem),
+                Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
+            },
         }
+        self.next_line(input_offset)
+    }
+
+    /// Adds a line that is not a problem, as its error solution.
+    pub fn push_rejected(&mut self, id: String, err: LineError, input_offset: u64) -> Option<Batch> {
+        self.rejected.push((self.lines, line_error_solution(id, err)));
+        self.next_line(input_offset)
+    }
+
+    fn add_problem(&mut self, problem: &pb::Problem) {
+        // Field 1 of ProblemBatch, length-delimited: the same bytes prost writes for
+        // `ProblemBatch { problems }`, without collecting the problems first.
+        let len = problem.encoded_len();
+        self.reserve_for(len);
+        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.payload);
+        prost::encoding::encode_varint(len as u64, &mut self.payload);
+        problem.encode_raw(&mut self.payload);
+        self.problems += 1;
+    }
+
+    /// Makes room for about `len` more payload bytes, growing in large steps.
+    fn reserve_for(&mut self, len: usize) {
+        if self.payload.capacity() - self.payload.len() < len + 16 {
+            self.payload.reserve((len + 16).max(self.max_bytes.min(1 << 20)));
+        }
+    }
+
+    fn next_line(&mut self, input_offset: u64) -> Option<Batch> {
         self.lines += 1;
         (self.lines >= self.max_problems || self.payload.len() >= self.max_bytes)
             .then(|| self.take(input_offset))
@@ -220,16 +257,16 @@ mod tests {
     #[test]
     fn payload_decodes_as_a_problem_batch() {
         let mut builder = BatchBuilder::new(3, usize::MAX);
-        let p = |n| parse_problem(format!(r#"{{"stoneGameIv":{{"n":{n}}}}}"#).as_bytes(), n);
-        assert!(builder.push(p(1), 0).is_none());
-        assert!(builder.push(parse_problem(b"{", 2), 0).is_none());
-        let batch = builder.push(p(3), 42).unwrap();
+        let p = |n: u64| format!(r#"{{"stoneGameIv":{{"n":{n}}}}}"#);
+        assert!(builder.push_line(p(1).as_bytes(), 1, 0).is_none());
+        assert!(builder.push_line(b"{", 2, 0).is_none());
+        let batch = builder.push_line(p(3).as_bytes(), 3, 42).unwrap();
         assert_eq!((batch.seq, batch.lines, batch.problems, batch.input_offset), (0, 3, 2, 42));
         assert_eq!(batch.rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [1]);
         let decoded = pb::ProblemBatch::decode(batch.payload).unwrap();
         assert_eq!(decoded.problems.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["1", "3"]);
         assert!(builder.finish(0).is_none());
-        assert_eq!(builder.push(p(4), 0).map(|b| b.seq), None);
+        assert_eq!(builder.push_line(p(4).as_bytes(), 4, 0).map(|b| b.seq), None);
         assert_eq!(builder.finish(0).map(|b| b.seq), Some(1));
     }
 }

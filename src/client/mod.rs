@@ -15,6 +15,7 @@ pub mod gen;
 pub mod input;
 pub mod output;
 pub mod pipeline;
+pub mod problem_json;
 pub mod progress;
 pub mod queue;
 pub mod resume;

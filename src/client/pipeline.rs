@@ -18,7 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
 
-use crate::client::batch::{parse_problem, Batch, BatchBuilder, LineError};
+use crate::client::batch::{Batch, BatchBuilder, LineError};
 use crate::client::budget::Budget;
 use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server};
 use crate::client::input::{InputError, InputSource, Line, ProblemReader};
@@ -273,10 +273,13 @@ fn read_batches(
     };
     let mut line = Vec::new();
     loop {
-        let parsed = match reader.next_line(&mut line) {
-            Ok(Some(Line::Text { number })) => parse_problem(&line, number),
+        let read = reader.next_line(&mut line);
+        let offset = raw_bytes.load(Ordering::Relaxed);
+        let full = match read {
+            Ok(Some(Line::Text { number })) => builder.push_line(&line, number, offset),
             Ok(Some(Line::TooLong { number, len })) => {
-                Err((number.to_string(), LineError::TooLong { line: number, len, limit: max_line_bytes }))
+                let err = LineError::TooLong { line: number, len, limit: max_line_bytes };
+                builder.push_rejected(number.to_string(), err, offset)
             }
             Ok(None) => break,
             Err(err) => {
@@ -284,7 +287,7 @@ fn read_batches(
                 return;
             }
         };
-        if let Some(batch) = builder.push(parsed, raw_bytes.load(Ordering::Relaxed)) {
+        if let Some(batch) = full {
             if !dispatch(batch) {
                 return;
             }
