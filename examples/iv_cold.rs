@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use gamesolver::games::StoneGameIvTable;
+use gamesolver::games::{Move, StoneGameIvTable};
 
 const CHILD: &str = "IV_COLD_N";
 
@@ -21,8 +21,10 @@ fn main() {
         Ok(_) => vec![10_000_000, 100_000_000, 1_000_000_000],
         Err(err) => panic!("usage: iv_cold [N...]: {err}"),
     };
-    println!("| n | wall s | CPU s | peak RSS MiB | P-positions < n | (p, k) marks |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| n | wall s | CPU s | peak RSS MiB | P-positions < n | (p, k) marks | warm solve µs | mean k |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for end in ends {
         let exe = std::env::current_exe().expect("own path");
         let output = Command::new(exe).env(CHILD, end.to_string()).output().expect("child run");
@@ -44,7 +46,32 @@ fn child(end: u64) {
     let marks: u64 = losing.iter().map(|&p| (((end - 1 - u64::from(p)) as f64).sqrt()) as u64).sum();
     let cpu = cpu.map_or("n/a".into(), |cpu| format!("{cpu:.2}"));
     let rss = peak_rss_mib().map_or("n/a".into(), |mib| format!("{mib:.1}"));
-    println!("| {end:.0e} | {wall:.2} | {cpu} | {rss} | {} | {marks:.2e} |", losing.len());
+    let (solve_micros, mean_k) = warm_solves(&table, end);
+    println!(
+        "| {end:.0e} | {wall:.2} | {cpu} | {rss} | {} | {marks:.2e} | {solve_micros:.2} | {mean_k:.0} |",
+        losing.len()
+    );
+}
+
+/// Mean time of `solve` on pseudo-random piles in the top 1% below `end`, and the mean k
+/// of the winning moves found: the outcome is a binary search, the move a walk over k.
+fn warm_solves(table: &StoneGameIvTable, end: u64) -> (f64, f64) {
+    const SOLVES: u64 = 20_000;
+    let mut state = end;
+    let (mut sum_k, mut wins) = (0.0, 0.0);
+    let started = Instant::now();
+    for _ in 0..SOLVES {
+        // SplitMix64: fixed piles from run to run, no dependency.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = (state ^ (state >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let n = end - 1 - (z ^ (z >> 31)) % (end / 100);
+        if let Some(Move::StoneGameIv { take }) = table.solve(n).expect("covered").winning_move {
+            sum_k += (take as f64).sqrt();
+            wins += 1.0;
+        }
+    }
+    (started.elapsed().as_secs_f64() * 1e6 / SOLVES as f64, sum_k / wins)
 }
 
 /// This process's user + system CPU time (Linux), from /proc/self/stat.

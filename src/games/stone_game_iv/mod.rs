@@ -243,8 +243,10 @@ impl StoneGameIvTable {
 
 /// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any.
 ///
-/// The list pointer only moves down as k grows, by galloping, so the cost is about
-/// (k + log of the P-positions passed); the smallest winning k averages a few dozen.
+/// The list pointer only moves down as k grows, by galloping over the few P-positions
+/// between two squares, so the cost is about k steps. The smallest winning k is not
+/// small: it averages 245 for n < 10^7 and 1,710 for n near 10^9 (at most 31,620 there),
+/// so a winning move costs some microseconds where the outcome alone is one search.
 fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
     // Invariant: losing[..above] are the P-positions ≤ the current target n − k².
     let mut above = losing.len();
@@ -259,8 +261,16 @@ fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
 }
 
 /// The number of elements ≤ `bound` in `sorted[..end]`, galloping down from `end`.
-fn last_at_most(sorted: &[u32], end: usize, bound: u64) -> usize {
+fn last_at_most(sorted: &[u32], mut end: usize, bound: u64) -> usize {
     let above = |i: usize| u64::from(sorted[i]) > bound;
+    // Between two consecutive squares lie a few P-positions: step over them one by one,
+    // and gallop only when the gap is wide.
+    for _ in 0..8 {
+        if end == 0 || !above(end - 1) {
+            return end;
+        }
+        end -= 1;
+    }
     if end == 0 || !above(end - 1) {
         return end;
     }
