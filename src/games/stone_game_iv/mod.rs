@@ -9,13 +9,15 @@
 //! each finished segment, so a request inside the known range never waits, and one
 //! waiting for a pile the running extension will reach wakes as soon as it is covered.
 
+mod gallop;
 pub mod sieve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use self::sieve::{first_at_least, Sieve, SEGMENT};
+use self::gallop::{first_at_least, last_at_most};
+use self::sieve::{Sieve, SEGMENT};
 use super::{Move, Outcome, SolveError};
 
 pub use self::sieve::losing_positions_below;
@@ -260,32 +262,6 @@ fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
     None
 }
 
-/// The number of elements ≤ `bound` in `sorted[..end]`, galloping down from `end`.
-fn last_at_most(sorted: &[u32], mut end: usize, bound: u64) -> usize {
-    let above = |i: usize| u64::from(sorted[i]) > bound;
-    // Between two consecutive squares lie a few P-positions: step over them one by one,
-    // and gallop only when the gap is wide.
-    for _ in 0..8 {
-        if end == 0 || !above(end - 1) {
-            return end;
-        }
-        end -= 1;
-    }
-    if end == 0 || !above(end - 1) {
-        return end;
-    }
-    // Invariant: sorted[known_above] > bound.
-    let (mut known_above, mut step) = (end - 1, 1);
-    loop {
-        if step > known_above || !above(known_above - step) {
-            let start = known_above.saturating_sub(step);
-            return start + sorted[start..known_above].partition_point(|&p| u64::from(p) <= bound);
-        }
-        known_above -= step;
-        step *= 2;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -423,17 +399,6 @@ mod tests {
             let table = StoneGameIvTable::new(3000);
             let outcome = table.solve(n).unwrap();
             prop_assert_eq!(outcome.winner == Player::Alice, stone_game_iv_mover_wins(n));
-        }
-
-        #[test]
-        fn last_at_most_is_partition_point(
-            mut sorted in proptest::collection::vec(0u32..1000, 0..200),
-            end in 0usize..220,
-            bound in 0u64..1100,
-        ) {
-            sorted.sort_unstable();
-            let end = end.min(sorted.len());
-            prop_assert_eq!(last_at_most(&sorted, end, bound), sorted[..end].partition_point(|&p| u64::from(p) <= bound));
         }
     }
 }

@@ -16,6 +16,8 @@
 //! cursors; the two are OR-ed and the segment is then finished in order, since a
 //! P-position found inside it marks later numbers of the same segment.
 
+use super::gallop::first_at_least;
+
 /// Numbers classified per segment: 2^18, so that each worker's marks (256 KiB) sit in
 /// this machine's 1 MiB L2 next to the list they stream.
 pub const SEGMENT: u64 = 1 << 18;
@@ -147,26 +149,6 @@ fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u3
     }
 }
 
-/// The index of the first element ≥ `bound` at or after `from`, by galloping: cheap when
-/// the answer is near `from`, as it is for cursors.
-pub(super) fn first_at_least(sorted: &[u32], from: usize, bound: u64) -> usize {
-    let below = |i: usize| u64::from(sorted[i]) < bound;
-    if from >= sorted.len() || !below(from) {
-        return from;
-    }
-    // Invariant: sorted[known_below] < bound.
-    let (mut known_below, mut step) = (from, 1);
-    loop {
-        let probe = known_below + step;
-        if probe >= sorted.len() || !below(probe) {
-            let end = probe.min(sorted.len());
-            return known_below + 1 + sorted[known_below + 1..end].partition_point(|&p| u64::from(p) < bound);
-        }
-        known_below = probe;
-        step *= 2;
-    }
-}
-
 /// ⌊√n⌋, exact for every u64.
 pub(super) fn isqrt(n: u64) -> u64 {
     let mut root = (n as f64).sqrt() as u64;
@@ -250,18 +232,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn first_at_least_is_partition_point(
-            mut sorted in proptest::collection::vec(0u32..1000, 0..200),
-            from in 0usize..220,
-            bound in 0u64..1100,
-        ) {
-            sorted.sort_unstable();
-            let from = from.min(sorted.len());
-            let expected = from + sorted[from..].partition_point(|&p| u64::from(p) < bound);
-            prop_assert_eq!(first_at_least(&sorted, from, bound), expected);
-        }
-
         #[test]
         fn isqrt_is_the_floor_root(n in any::<u64>()) {
             let root = isqrt(n);
