@@ -169,7 +169,7 @@ pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
         out.extend_from_slice(b",\"error\":{\"code\":");
         match pb::error::Code::try_from(error.code) {
             Ok(code) => write_json_string(out, code.as_str_name()),
-            Err(_) => write_number(out, error.code),
+            Err(_) => write_signed(out, error.code),
         }
         out.extend_from_slice(b",\"message\":");
         write_json_string(out, &error.message);
@@ -180,7 +180,7 @@ pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
     out.extend_from_slice(b",\"winner\":");
     match pb::Winner::try_from(solution.winner) {
         Ok(winner) => write_json_string(out, winner.as_str_name()),
-        Err(_) => write_number(out, solution.winner),
+        Err(_) => write_signed(out, solution.winner),
     }
     if let Some(game) = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()) {
         use pb::r#move::Game as G;
@@ -209,9 +209,28 @@ pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
     out.extend_from_slice(b"}\n");
 }
 
-fn write_number(out: &mut Vec<u8>, n: impl std::fmt::Display) {
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "{n}");
+/// Decimal digits of `n`; `fmt` machinery costs more than the rest of a line.
+fn write_number(out: &mut Vec<u8>, n: impl Into<u64>) {
+    let mut n: u64 = n.into();
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// An enum number that has no name (from a newer server).
+fn write_signed(out: &mut Vec<u8>, n: i32) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    write_number(out, n.unsigned_abs());
 }
 
 fn write_json_string(out: &mut Vec<u8>, s: &str) {
@@ -284,6 +303,15 @@ mod tests {
             json(&samples()[5]),
             "{\"id\":\"e\",\"error\":{\"code\":\"OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\"}}\n"
         );
+        // Enum values this client has no name for are written as numbers.
+        let newer = pb::Solution { id: "f".into(), winner: 9, ..Default::default() };
+        assert_eq!(json(&newer), "{\"id\":\"f\",\"aliceWins\":false,\"winner\":9}\n");
+        let newer = pb::Solution {
+            id: "g".into(),
+            error: Some(pb::Error { code: -3, message: String::new() }),
+            ..Default::default()
+        };
+        assert_eq!(json(&newer), "{\"id\":\"g\",\"error\":{\"code\":-3,\"message\":\"\"}}\n");
     }
 
     fn batch(seq: u64, problems: usize, rejected: Vec<(usize, pb::Solution)>) -> Batch {

@@ -14,6 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use prost::bytes::Bytes;
+use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
@@ -139,7 +140,10 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
         }
     }
     let servers = config.servers.iter().map(|url| Server::parse(url)).collect::<Result<Vec<_>, _>>()?;
-    let embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
+    let mut embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
+    // Without the embedded server, a receiver that never resolves.
+    let (_never, never) = oneshot::channel();
+    let mut embedded_failed = embedded.as_mut().and_then(|e| e.failed.take()).unwrap_or(never);
     let servers = match &embedded {
         Some(embedded) => vec![Server::parse(&embedded.url)?],
         None => servers,
@@ -175,9 +179,14 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
     drop(to_writer);
 
     let mut failure = None;
+    let mut writer_done = false;
     let written = loop {
         tokio::select! {
-            written = &mut writer_thread => break joined(written),
+            written = &mut writer_thread => {
+                writer_done = true;
+                break joined(written);
+            }
+            Ok(why) = &mut embedded_failed => break Err(ClientError::EmbeddedServer(why)),
             Some(ended) = connections.join_next(), if !connections.is_empty() => {
                 match ended {
                     Ok((_, Ok(()))) => {}
@@ -188,20 +197,19 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
                     Err(panicked) => failure = Some(ClientError::Aborted(format!("connection task: {panicked}"))),
                 }
                 if connections.is_empty() && !queue.is_finished() {
-                    // No server left: stop reading, and let the writer flush what it has,
-                    // so that `--resume` can carry on from there.
-                    budget.close();
-                    queue.finish();
-                    let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
-                    stop_embedded(embedded).await;
-                    return Err(failure.unwrap_or_else(|| ClientError::Aborted("no server left".into())));
+                    break Err(failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into())));
                 }
             }
         }
     };
+    // Stops the reader (if still waiting for budget) and the connections.
     budget.close();
     queue.finish();
-    if written.is_ok() {
+    if !writer_done {
+        // Abandoned: the writer stops once every sender is gone, and flushes what it has,
+        // so that `--resume` can carry on from there.
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
+    } else if written.is_ok() {
         let _ = reader_thread.await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
@@ -348,6 +356,8 @@ struct EmbeddedServer {
     url: String,
     stop: CancellationToken,
     task: JoinHandle<Result<(), server::ServeError>>,
+    /// Says why, if the server stops by itself.
+    failed: Option<oneshot::Receiver<String>>,
 }
 
 impl EmbeddedServer {
@@ -360,8 +370,16 @@ impl EmbeddedServer {
             .map_err(|err| ClientError::EmbeddedServer(format!("no local address: {err}")))?;
         let stop = CancellationToken::new();
         let config = ServerConfig { shutdown_grace: Duration::from_secs(1), ..ServerConfig::default() };
-        let task = tokio::spawn(server::serve(listener, config, stop.clone().cancelled_owned()));
-        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task })
+        let (report, failed) = oneshot::channel();
+        let serve = server::serve(listener, config, stop.clone().cancelled_owned());
+        let task = tokio::spawn(async move {
+            let result = serve.await;
+            if let Err(err) = &result {
+                let _ = report.send(err.to_string());
+            }
+            result
+        });
+        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task, failed: Some(failed) })
     }
 }
 
