@@ -350,6 +350,34 @@ mod tests {
     }
 
     #[test]
+    fn covered_piles_and_early_waiters_do_not_wait_for_the_whole_extension() {
+        let table = Arc::new(StoneGameIvTable::new(40_000_000));
+        let extender = {
+            let table = Arc::clone(&table);
+            std::thread::spawn(move || table.extend_to(40_000_000))
+        };
+        while !table.extension.lock().running {
+            std::thread::yield_now();
+        }
+        // A waiter for a pile the extension reaches early wakes when it is published.
+        let waiter = {
+            let table = Arc::clone(&table);
+            std::thread::spawn(move || table.solve(2_000_000).map(|outcome| outcome.alice_wins()))
+        };
+        assert_eq!(waiter.join().unwrap(), Ok(true));
+        // Piles already covered are answered from the list alone.
+        let covered = table.covered();
+        for n in (0..covered).step_by((covered / 1000) as usize) {
+            table.solve(n).unwrap();
+        }
+        // Seconds of sieving are left (40·10^6 is far beyond 2·10^6, and debug builds are
+        // slow): both of the above finished while the extension still ran.
+        assert!(table.extension.lock().running && table.covered() < 40_000_001);
+        extender.join().unwrap().unwrap();
+        assert_eq!(table.covered(), 40_000_001);
+    }
+
+    #[test]
     fn a_panicking_extender_lets_the_next_caller_extend() {
         let table = StoneGameIvTable::new(1_000_000);
         table.extend_to(10).unwrap();
