@@ -52,7 +52,7 @@ timeout "$timeout_s" "$client" gen --count "$count" --seed "$seed" -o "$input"
 gen_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')
 printf 'gen: %d problems, %s bytes, %.2fs\n' "$count" "$(stat -c %s "$input")" "$gen_s" >&2
 
-# Runs `solve` under GNU time; prints "problems/s peak_rss_mb".
+# Runs `solve` under GNU time; prints "problems/s peak_rss_mb cpu_seconds".
 measure() {
     local output="$work/out.jsonl" report="$work/time.txt" summary
     rm -f "$output"
@@ -69,31 +69,37 @@ measure() {
     fi
     summary=$(tail -n 1 "$work/stderr.txt")
     echo "  $summary" >&2
-    local rate rss_kb
+    local rate rss_kb cpu
     rate=$(sed -E 's/.* ([0-9]+) problems\/s.*/\1/' <<<"$summary")
     rss_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$report")
-    echo "$rate $((rss_kb / 1024))"
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$report")
+    echo "$rate $((rss_kb / 1024)) $cpu"
 }
 
-# Best (highest rate) of $runs; peak RSS is the largest seen.
+# CPU seconds (user + system) a process has used so far.
+cpu_of() {
+    awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"
+}
+
+# Best (highest rate) of $runs, with that run's CPU seconds; peak RSS is the largest seen.
 best_of() {
-    local best_rate=0 max_rss=0 rate rss
+    local best_rate=0 best_cpu=0 max_rss=0 rate rss cpu
     for ((i = 1; i <= runs; i++)); do
         result=$(measure "$@") || return 1
-        read -r rate rss <<<"$result"
-        ((rate > best_rate)) && best_rate=$rate
+        read -r rate rss cpu <<<"$result"
+        if ((rate > best_rate)); then best_rate=$rate; best_cpu=$cpu; fi
         ((rss > max_rss)) && max_rss=$rss
     done
-    echo "$best_rate $max_rss"
+    echo "$best_rate $max_rss $best_cpu"
 }
 
-echo "| server | problems | best problems/s (of $runs) | client peak RSS | server peak RSS |"
-echo "|---|---|---|---|---|"
+echo "| server | problems | best problems/s (of $runs) | client peak RSS | client CPU s | server peak RSS | server CPU s per run |"
+echo "|---|---|---|---|---|---|---|"
 if [[ -z $only || $only == embedded ]]; then
     echo "embedded:" >&2
     result=$(best_of) || exit 1
-    read -r rate rss <<<"$result"
-    echo "| embedded (in-process) | $count | $rate | $rss MB | (included) |"
+    read -r rate rss cpu <<<"$result"
+    echo "| embedded (in-process) | $count | $rate | $rss MB | $cpu | (included) | (included) |"
 fi
 if [[ -z $only || $only == separate ]]; then
     echo "separate:" >&2
@@ -105,10 +111,11 @@ if [[ -z $only || $only == separate ]]; then
     done
     addr=$(sed -n 's/^listening on //p' "$work/server.txt")
     result=$(best_of --server "http://$addr") || exit 1
-    read -r rate rss <<<"$result"
+    read -r rate rss cpu <<<"$result"
     server_rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$server_pid/status")
+    server_cpu=$(awk -v t="$(cpu_of "$server_pid")" -v n="$runs" 'BEGIN {printf "%.2f", t / n}')
     kill "$server_pid"
     wait "$server_pid" 2>/dev/null || true
     server_pid=
-    echo "| separate gamesolver-server | $count | $rate | $rss MB | $((server_rss_kb / 1024)) MB |"
+    echo "| separate gamesolver-server | $count | $rate | $rss MB | $cpu | $((server_rss_kb / 1024)) MB | $server_cpu |"
 fi
