@@ -70,7 +70,7 @@ impl SolveConfig {
             batch_problems: 4096,
             batch_bytes: 256 * 1024,
             window: 8,
-            in_flight_bytes: 32 << 20,
+            in_flight_bytes: 16 << 20,
             max_message_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
             compression: None,
             progress: false,
