@@ -6,6 +6,7 @@
 #
 # Usage: bench/ghz.sh [--duration 3s] [--concurrency 50] [--connections 1]
 #                     [--profile release|dev] [--only REGEX] [--output FILE] [--smoke]
+#                     [--no-compression]
 # Environment: GHZ (a ghz binary to use), GHZ_VERSION, GOBIN, CARGO_TARGET_DIR.
 set -euo pipefail
 
@@ -35,7 +36,10 @@ while (($#)); do
         --only) only=$2; shift 2 ;;
         --output) output=$2; shift 2 ;;
         --smoke) duration=1s; warmup=0; profile=${GHZ_SMOKE_PROFILE:-dev}; shift ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        # ghz (grpc-go) offers gzip in grpc-accept-encoding by default, and a server that
+        # may send compressed responses then compresses every one; this stops the offer.
+        --no-compression) export GRPC_GO_ADVERTISE_COMPRESSORS=false; shift ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         *) echo "ghz.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -206,7 +210,8 @@ else
 fi
 stop_server
 
-heading="ghz $ghz_version, $duration a scenario, -c $concurrency (heavy: -c $heavy_concurrency), --connections $connections, $profile server, $(nproc) cores shared by ghz and the server"
+offer=gzip; [[ ${GRPC_GO_ADVERTISE_COMPRESSORS:-} == false ]] && offer=none
+heading="ghz $ghz_version, $duration a scenario, response compression offered: $offer, -c $concurrency (heavy: -c $heavy_concurrency), --connections $connections, $profile server, $(nproc) cores shared by ghz and the server"
 printf '%s\n\n%s\n' "$heading" "${table:-}"
 if [[ -n $output ]]; then
     printf '%s\n\n%s\n' "$heading" "${table:-}" >"$output"
