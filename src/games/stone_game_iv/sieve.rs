@@ -13,8 +13,9 @@
 //! remembers that spot, so no binary search is needed per (segment, k) once k² exceeds
 //! the segment (about 10^8 searches at 10^9 otherwise). The k's are split between two
 //! workers by parity (even/odd k mark nearly equal counts), each with its own marks and
-//! cursors; the two are OR-ed and the segment is then finished in order, since a
-//! P-position found inside it marks later numbers of the same segment.
+//! cursors, the odd ones on a scoped thread; the two are OR-ed and the segment is then
+//! finished in order, since a P-position found inside it marks later numbers of the same
+//! segment.
 
 use super::gallop::first_at_least;
 
@@ -118,7 +119,14 @@ impl Sieve {
         // A panic below leaves the cursors half-updated: the next call resyncs.
         self.next = None;
         let (even, odd) = (&mut self.even, &mut self.odd);
-        rayon::join(|| even.mark(losing, lo, hi, max_k), || odd.mark(losing, lo, hi, max_k));
+        // A scoped thread, not rayon::join: inside the rayon pool, the waiting half could
+        // steal a solve job that waits for this very extension (a deadlock), and a pool
+        // busy with batches would run both halves one after the other. One spawn per
+        // segment costs ~20 µs against milliseconds of marking.
+        std::thread::scope(|scope| {
+            scope.spawn(|| odd.mark(losing, lo, hi, max_k));
+            even.mark(losing, lo, hi, max_k);
+        });
         let marks = &mut self.even.marks;
         for (mark, other) in marks.iter_mut().zip(self.odd.marks.iter()) {
             *mark |= other;
