@@ -40,6 +40,10 @@ pub struct ServerConfig {
     pub solver: SolverConfig,
     /// The shared Stone Game IV table.
     pub iv_table: Arc<StoneGameIvTable>,
+    /// Compress responses (gzip or zstd) for clients that accept it. Off by default:
+    /// grpc-go clients (ghz among them) offer gzip on every call, and compressing small
+    /// solutions cost a third of the unary throughput (21.0k → 13.6k calls/s).
+    pub compress_responses: bool,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +55,7 @@ impl Default for ServerConfig {
             request_timeout: None,
             solver: SolverConfig::default(),
             iv_table: Arc::new(StoneGameIvTable::new(crate::games::stone_game_iv::DEFAULT_LIMIT)),
+            compress_responses: false,
         }
     }
 }
@@ -74,13 +79,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let solver = Arc::new(Solver::new(Arc::clone(&config.iv_table), config.solver.clone()));
-    let solver_service = GameSolverServer::new(GameSolverService::new(solver))
+    let mut solver_service = GameSolverServer::new(GameSolverService::new(solver))
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes)
         .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Zstd)
-        .send_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Zstd);
+        .accept_compressed(CompressionEncoding::Zstd);
+    if config.compress_responses {
+        solver_service = solver_service
+            .send_compressed(CompressionEncoding::Zstd)
+            .send_compressed(CompressionEncoding::Gzip);
+    }
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;

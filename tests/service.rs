@@ -361,12 +361,16 @@ async fn a_client_deadline_ends_the_call_and_the_server_goes_on() {
 #[tokio::test]
 async fn compressed_requests_and_responses_work() {
     use tonic::codec::CompressionEncoding;
-    let server = TestServer::start(ServerConfig::default()).await;
-    for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Zstd] {
-        let mut client = server.client().await.send_compressed(encoding).accept_compressed(encoding);
-        let problems = mixed_problems(50);
-        let solutions =
-            client.solve_batch(pb::ProblemBatch { problems }).await.unwrap().into_inner().solutions;
-        assert_eq!(solutions.len(), 50);
+    for compress_responses in [false, true] {
+        let server = TestServer::start(ServerConfig { compress_responses, ..ServerConfig::default() }).await;
+        for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Zstd] {
+            let mut client = server.client().await.send_compressed(encoding).accept_compressed(encoding);
+            let problems = mixed_problems(50);
+            let response = client.solve_batch(pb::ProblemBatch { problems }).await.unwrap();
+            let sent_encoding =
+                response.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
+            assert_eq!(sent_encoding.is_some(), compress_responses, "{sent_encoding:?}");
+            assert_eq!(response.into_inner().solutions.len(), 50);
+        }
     }
 }

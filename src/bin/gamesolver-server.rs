@@ -42,6 +42,10 @@ struct Args {
     /// saved after the start-up precompute and at shutdown when the table has grown.
     #[arg(long)]
     iv_table: Option<PathBuf>,
+    /// Compress responses for clients that accept gzip or zstd (requests are always
+    /// accepted compressed).
+    #[arg(long)]
+    compress_responses: bool,
     /// Problems whose input is at most this many bytes/stones are solved inline.
     #[arg(long, default_value_t = SolverConfig::default().inline_work)]
     inline_work: usize,
@@ -82,6 +86,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         request_timeout: (!request_timeout.is_zero()).then_some(request_timeout),
         solver: SolverConfig { inline_work: args.inline_work, ..SolverConfig::default() },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
+        compress_responses: args.compress_responses,
     };
     let iv_store = args.iv_table.map(|path| Arc::new(IvTableStore::new(path)));
     if let Some(store) = &iv_store {
