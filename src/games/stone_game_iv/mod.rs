@@ -84,8 +84,10 @@ pub fn check_losing_list(covered: u64, losing: &[u32]) -> Result<(), InvalidLosi
 #[derive(Debug)]
 pub struct StoneGameIvTable {
     limit: u64,
-    /// Sorted P-positions below `covered`. Readers hold the lock for one binary search;
-    /// the extender holds a read lock while sieving and a write lock only to append.
+    /// Sorted P-positions below `covered`. Readers hold the lock for one binary search
+    /// and the move's walk (microseconds); the extender holds a read lock while sieving
+    /// a segment and the write lock only to append to it (at worst a reallocation,
+    /// a millisecond or two at 10^9, now and then).
     losing: RwLock<Vec<u32>>,
     /// Every n below this is classified; stored under `losing`'s write lock, after the
     /// append.
