@@ -2,7 +2,7 @@
 //! memory, each in a fresh process so that one run's memory does not hide the next.
 //!
 //! `cargo run --release --example iv_cold [-- N...]` prints a markdown table. Criterion
-//! (`benches/stone_game_iv.rs`) is too slow for these sizes: one 10^9 run is ~20 s.
+//! (`benches/stone_game_iv.rs`) is too slow for these sizes: one 10^9 run is ~16 s.
 
 use std::process::Command;
 use std::time::Instant;
