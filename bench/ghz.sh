@@ -7,7 +7,8 @@
 # Usage: bench/ghz.sh [--duration 3s] [--concurrency 50] [--connections 1]
 #                     [--profile release|dev] [--only REGEX] [--output FILE] [--smoke]
 #                     [--no-compression]
-# Environment: GHZ (a ghz binary to use), GHZ_VERSION, GOBIN, CARGO_TARGET_DIR.
+# Environment: GHZ (a ghz binary to use), GHZ_VERSION, GOBIN, CARGO_TARGET_DIR,
+# SERVER_BIN (a gamesolver-server binary to test instead of building one).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -178,7 +179,9 @@ sample_answers() {
 mkdir -p "$work/reports"
 ghz=$(ensure_ghz)
 log "ghz: $ghz"
-if [[ $profile == release ]]; then
+if [[ -n ${SERVER_BIN:-} ]]; then
+    server_bin=$SERVER_BIN   # an A/B run against a binary built elsewhere
+elif [[ $profile == release ]]; then
     log "building the release server"
     cargo build --release --bin gamesolver-server --manifest-path "$root/Cargo.toml" >&2
     server_bin="$target/release/gamesolver-server"
