@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use gamesolver::client::gen::{self, GenConfig};
-use gamesolver::convert;
-use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use client_support::{assert_all_correct, generate};
 use gamesolver::pb;
+
+mod client_support;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
 const SERVER: &str = env!("CARGO_BIN_EXE_gamesolver-server");
@@ -62,12 +62,6 @@ impl Drop for ServerProcess {
     }
 }
 
-fn generate(path: &Path, count: u64, seed: u64) {
-    let config = GenConfig { count, seed, ..GenConfig::default() };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    gen::generate(&config, &mut file).unwrap();
-}
-
 /// Runs the client to completion.
 fn client(args: &[&str]) -> (ExitStatus, String) {
     let output =
@@ -77,30 +71,6 @@ fn client(args: &[&str]) -> (ExitStatus, String) {
 
 fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
-}
-
-/// What the output line for `input_line` (1-based `number`) must be, from the solver core.
-fn expected(input_line: &str, number: u64, table: &StoneGameIvTable) -> pb::Solution {
-    let problem: pb::Problem = serde_json::from_str(input_line).unwrap();
-    let (id, game) = convert::problem(problem);
-    let id = if id.is_empty() { number.to_string() } else { id };
-    let result = game.and_then(|game| game.solve(table).map_err(Into::into));
-    convert::solution(id, result)
-}
-
-/// Checks every output line against the solver core, in order.
-fn assert_all_correct(input: &Path, output: &Path) {
-    let table = StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT);
-    let input = std::fs::read_to_string(input).unwrap();
-    let output = std::fs::read_to_string(output).unwrap();
-    assert!(output.ends_with('\n'), "output ends in a partial line");
-    let (inputs, outputs): (Vec<_>, Vec<_>) = (input.lines().collect(), output.lines().collect());
-    assert_eq!(outputs.len(), inputs.len(), "one output line per input line");
-    for (i, (input_line, output_line)) in inputs.iter().zip(&outputs).enumerate() {
-        let got: pb::Solution = serde_json::from_str(output_line)
-            .unwrap_or_else(|err| panic!("output line {} is not a Solution ({err}): {output_line}", i + 1));
-        assert_eq!(got, expected(input_line, i as u64 + 1, &table), "line {}: {input_line}", i + 1);
-    }
 }
 
 #[test]
@@ -181,65 +151,59 @@ fn bad_lines_keep_their_place_and_exit_one() {
     }
 }
 
-#[test]
-fn several_servers_share_the_load_and_one_dying_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
-    generate(&input, 60_000, 3);
+/// Feeds a generated file to `solve -` on `servers` in two halves and runs `between` in
+/// between, while the client has (most likely) batches of the first half in flight; the
+/// second half can only be answered after `between`. Returns the input and output paths.
+fn solve_in_two_halves(
+    dir: &Path,
+    seed: u64,
+    servers: &[String],
+    between: impl FnOnce(),
+) -> (PathBuf, PathBuf, ExitStatus) {
+    let (input, output) = (dir.join("in.jsonl"), dir.join("out.jsonl"));
+    generate(&input, 60_000, seed);
     let text = std::fs::read(&input).unwrap();
     let half = text.len() / 2 + text[text.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let (a, b) = (ServerProcess::start("127.0.0.1:0"), ServerProcess::start("127.0.0.1:0"));
-    let mut run = Command::new(CLIENT)
-        .args(["solve", "-", "-o", path_str(&output), "--quiet", "--batch-size", "256"])
-        .args(["--server", &a.url(), "--server", &b.url()])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = Command::new(CLIENT);
+    run.args(["solve", "-", "-o", path_str(&output), "--quiet", "--batch-size", "256"]);
+    for url in servers {
+        run.args(["--server", url]);
+    }
+    let mut run = run.stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut stdin = run.stdin.take().unwrap();
     stdin.write_all(&text[..half]).unwrap();
     stdin.flush().unwrap();
-    // One server dies for good, with (likely) batches of the first half in flight.
-    a.kill();
+    between();
     stdin.write_all(&text[half..]).unwrap();
     drop(stdin);
-    assert_eq!(run.wait().unwrap().code(), Some(0));
-    drop(b);
+    let status = run.wait().unwrap();
+    (input, output, status)
+}
+
+#[test]
+fn several_servers_share_the_load_and_one_dying_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (ServerProcess::start("127.0.0.1:0"), ServerProcess::start("127.0.0.1:0"));
+    let servers = [a.url(), b.url()];
+    let (input, output, status) = solve_in_two_halves(dir.path(), 3, &servers, || {
+        // One server dies for good.
+        a.kill();
+    });
+    assert_eq!(status.code(), Some(0));
     assert_all_correct(&input, &output);
 }
 
 #[test]
 fn a_server_killed_and_restarted_mid_run_still_yields_everything_once_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
-    generate(&input, 60_000, 4);
-    let text = std::fs::read(&input).unwrap();
-    let half = text.len() / 2 + text[text.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
     let server = ServerProcess::start("127.0.0.1:0");
-    let mut run = Command::new(CLIENT)
-        .args([
-            "solve",
-            "-",
-            "-o",
-            path_str(&output),
-            "--quiet",
-            "--batch-size",
-            "256",
-            "--server",
-            &server.url(),
-        ])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = run.stdin.take().unwrap();
-    stdin.write_all(&text[..half]).unwrap();
-    stdin.flush().unwrap();
-    // The second half can only be answered after the client reconnects to the new process.
-    let addr = server.kill();
-    stdin.write_all(&text[half..]).unwrap();
-    drop(stdin);
-    let restarted = ServerProcess::start(&addr.to_string());
-    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let url = server.url();
+    let mut restarted = None;
+    let (input, output, status) = solve_in_two_halves(dir.path(), 4, &[url], || {
+        let addr = server.kill();
+        restarted = Some(ServerProcess::start(&addr.to_string()));
+    });
+    assert_eq!(status.code(), Some(0));
     drop(restarted);
     assert_all_correct(&input, &output);
 }

@@ -188,14 +188,7 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
             }
             Ok(why) = &mut embedded_failed => break Err(ClientError::EmbeddedServer(why)),
             Some(ended) = connections.join_next(), if !connections.is_empty() => {
-                match ended {
-                    Ok((_, Ok(()))) => {}
-                    Ok((url, Err(err))) => {
-                        tracing::warn!(server = %url, "giving up on server: {err}");
-                        failure = Some(ClientError::Connection(err));
-                    }
-                    Err(panicked) => failure = Some(ClientError::Aborted(format!("connection task: {panicked}"))),
-                }
+                record_failure(ended, &mut failure);
                 if connections.is_empty() && !queue.is_finished() {
                     break Err(failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into())));
                 }
@@ -213,11 +206,17 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
         let _ = reader_thread.await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while connections.join_next().await.is_some() {}
+        while let Some(ended) = connections.join_next().await {
+            record_failure(ended, &mut failure);
+        }
     })
     .await;
     stop_embedded(embedded).await;
-    let (problems, errors) = written?;
+    let (problems, errors) = match written {
+        // The writer only sees its senders go; why they went is the better message.
+        Err(ClientError::Aborted(why)) => return Err(failure.unwrap_or(ClientError::Aborted(why))),
+        written => written?,
+    };
     Ok(Summary {
         problems,
         errors,
@@ -225,6 +224,21 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
         resumed_errors: resumed.errors,
         elapsed: started.elapsed(),
     })
+}
+
+/// Notes why a connection task ended, if it failed.
+fn record_failure(
+    ended: Result<(String, Result<(), ConnectionError>), tokio::task::JoinError>,
+    failure: &mut Option<ClientError>,
+) {
+    match ended {
+        Ok((_, Ok(()))) => {}
+        Ok((url, Err(err))) => {
+            tracing::warn!(server = %url, "giving up on server: {err}");
+            *failure = Some(ClientError::Connection(err));
+        }
+        Err(panicked) => *failure = Some(ClientError::Aborted(format!("connection task: {panicked}"))),
+    }
 }
 
 fn joined<T>(result: Result<Result<T, ClientError>, tokio::task::JoinError>) -> Result<T, ClientError> {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::client::batch::Batch;
 
@@ -16,7 +17,11 @@ use crate::client::batch::Batch;
 #[derive(Debug, Default)]
 pub struct WorkQueue {
     state: Mutex<State>,
+    /// Wakes connections waiting in [`WorkQueue::next`]; only those wait on it, so that a
+    /// wake-up meant for a batch never goes to a task that would not take one.
     ready: Notify,
+    /// Cancelled by [`WorkQueue::finish`].
+    done: CancellationToken,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +68,7 @@ impl WorkQueue {
     /// Marks the run as over: every waiting and future [`WorkQueue::next`] returns `None`.
     pub fn finish(&self) {
         self.state.lock().finished = true;
+        self.done.cancel();
         self.ready.notify_waiters();
     }
 
@@ -73,15 +79,7 @@ impl WorkQueue {
 
     /// Waits for [`WorkQueue::finish`].
     pub async fn finished(&self) {
-        loop {
-            let notified = self.ready.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_finished() {
-                return;
-            }
-            notified.await;
-        }
+        self.done.cancelled().await;
     }
 
     /// The next batch to send, resends first; `None` once the run is over. Cancel-safe.
@@ -138,6 +136,27 @@ mod tests {
             order.push(queue.next().await.unwrap().seq);
         }
         assert_eq!(order, [1, 3, 5]);
+    }
+
+    #[tokio::test]
+    async fn a_task_waiting_for_the_end_takes_no_wake_up_from_a_consumer() {
+        let queue = Arc::new(WorkQueue::new());
+        let watcher = {
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move { queue.finished().await })
+        };
+        tokio::task::yield_now().await;
+        let consumer = {
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move { queue.next().await.map(|b| b.seq) })
+        };
+        tokio::task::yield_now().await;
+        queue.push(batch(1));
+        // Bounded only so that the lost wake-up this guards against fails instead of hanging.
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), consumer).await;
+        assert_eq!(got.expect("the consumer was woken").unwrap(), Some(1));
+        queue.finish();
+        watcher.await.unwrap();
     }
 
     #[tokio::test]

@@ -1,0 +1,150 @@
+//! The client's failure handling, made deterministic: in-process servers that break their
+//! `SolveBatchStream` calls on purpose, at a known batch, with more batches in flight.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use client_support::{assert_all_correct, generate};
+use futures::Stream;
+use gamesolver::client::input::InputSource;
+use gamesolver::client::{self, ClientError, SolveConfig};
+use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::pb;
+use gamesolver::pb::game_solver_server::{GameSolver, GameSolverServer};
+use gamesolver::service::{Solver, SolverConfig};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Code, Request, Response, Status, Streaming};
+
+mod client_support;
+
+/// Answers `answered` batches of each of its first `broken_calls` calls, then fails the
+/// call with `code`; later calls are answered in full.
+struct Flaky {
+    solver: Arc<Solver>,
+    calls: AtomicUsize,
+    broken_calls: usize,
+    answered: usize,
+    code: Code,
+}
+
+type Answers<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl GameSolver for Flaky {
+    async fn solve(&self, _: Request<pb::Problem>) -> Result<Response<pb::Solution>, Status> {
+        Err(Status::unimplemented("flaky test server"))
+    }
+
+    async fn solve_batch(&self, _: Request<pb::ProblemBatch>) -> Result<Response<pb::SolutionBatch>, Status> {
+        Err(Status::unimplemented("flaky test server"))
+    }
+
+    type SolveStreamStream = Answers<pb::Solution>;
+
+    async fn solve_stream(
+        &self,
+        _: Request<Streaming<pb::Problem>>,
+    ) -> Result<Response<Self::SolveStreamStream>, Status> {
+        Err(Status::unimplemented("flaky test server"))
+    }
+
+    type SolveBatchStreamStream = Answers<pb::SolutionBatch>;
+
+    async fn solve_batch_stream(
+        &self,
+        request: Request<Streaming<pb::ProblemBatch>>,
+    ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
+        let broken = self.calls.fetch_add(1, Ordering::SeqCst) < self.broken_calls;
+        let (solver, answered, code) = (Arc::clone(&self.solver), self.answered, self.code);
+        let (answers, stream) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut batches = request.into_inner();
+            let mut count = 0;
+            while let Ok(Some(batch)) = batches.message().await {
+                if broken && count == answered {
+                    // The client has its window full by now: those batches die with the call.
+                    let _ = answers.send(Err(Status::new(code, "flaky test server breaks the call"))).await;
+                    return;
+                }
+                let solutions = solver.solve_batch(batch.problems).await.expect("solve");
+                if answers.send(Ok(pb::SolutionBatch { solutions })).await.is_err() {
+                    return;
+                }
+                count += 1;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
+    }
+}
+
+/// Serves `flaky` on 127.0.0.1:0; returns its URL.
+async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
+    let table = Arc::new(StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT));
+    let flaky = Flaky {
+        solver: Arc::new(Solver::new(table, SolverConfig::default())),
+        calls: AtomicUsize::new(0),
+        broken_calls,
+        answered,
+        code,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(GameSolverServer::new(flaky))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    url
+}
+
+fn config(dir: &std::path::Path, servers: Vec<String>) -> SolveConfig {
+    SolveConfig {
+        output: Some(dir.join("out.jsonl")),
+        servers,
+        batch_problems: 100,
+        window: 8,
+        retry_for: Duration::from_secs(30),
+        ..SolveConfig::new(InputSource::File(dir.join("in.jsonl")))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_batches_are_resent_after_broken_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 11);
+    // Three calls in a row break after 3 answers, each with up to 8 batches in flight.
+    let url = serve(3, 3, Code::Unavailable).await;
+    let summary = client::solve(config(dir.path(), vec![url])).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (5_000, 0));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_keeps_breaking_calls_shares_the_load_with_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 12);
+    let (bad, good) = (serve(usize::MAX, 1, Code::Internal).await, serve(0, 0, Code::Ok).await);
+    let summary = client::solve(config(dir.path(), vec![bad, good])).await.unwrap();
+    assert_eq!(summary.problems, 5_000);
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_error_is_fatal_and_leaves_a_resumable_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 13);
+    let url = serve(1, 5, Code::Unimplemented).await;
+    let err = client::solve(config(dir.path(), vec![url.clone()])).await.unwrap_err();
+    assert!(matches!(err, ClientError::Connection(_)), "{err}");
+    assert!(err.to_string().contains("rejected"), "{err}");
+    let written = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+    assert_eq!(written.lines().count(), 500, "the 5 answered batches of 100 are kept");
+
+    // The same server answers the next call in full: resuming finishes the job.
+    let summary = client::solve(SolveConfig { resume: true, ..config(dir.path(), vec![url]) }).await.unwrap();
+    assert_eq!((summary.resumed, summary.problems), (500, 4_500));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
