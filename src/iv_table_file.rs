@@ -15,6 +15,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -207,6 +208,56 @@ impl IvTableStore {
         IvTableFile { covered, losing }.save(&self.path)?;
         *saved = covered;
         Ok(Some(covered))
+    }
+}
+
+impl IvTableStore {
+    /// Loads the file into `table`, logging why when it cannot be used: a missing or
+    /// untrustworthy file only means the table is computed (and saved) afresh.
+    pub fn load_or_report(&self, table: &StoneGameIvTable) {
+        let path = self.path.display();
+        match self.load_into(table) {
+            Ok(covered) => tracing::info!(%path, covered, "stone game iv table loaded"),
+            Err(IvTableFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                tracing::info!(%path, "no stone game iv table yet; it will be computed and saved")
+            }
+            Err(err) => tracing::warn!("ignoring stone game iv table: {err}; recomputing"),
+        }
+    }
+
+    /// Saves `table` if it has grown, logging the outcome; a failed save is not fatal.
+    pub fn save_or_report(&self, table: &StoneGameIvTable) {
+        match self.save_if_grown(table) {
+            Ok(Some(covered)) => {
+                tracing::info!(path = %self.path.display(), covered, "stone game iv table saved")
+            }
+            Ok(None) => {}
+            Err(err) => tracing::warn!("cannot save stone game iv table: {err}"),
+        }
+    }
+}
+
+/// Classifies piles below `n` on a thread of its own while the server already listens:
+/// requests inside the range covered so far are answered meanwhile, and larger ones
+/// wait for (then continue) this extension. A plain thread, not the blocking pool, so
+/// that it never delays the runtime's shutdown. Saves to `store` when done.
+pub fn precompute_in_background(table: Arc<StoneGameIvTable>, n: u64, store: Option<Arc<IvTableStore>>) {
+    let n = n.min(table.limit() + 1);
+    if n == 0 || !table.needs_extension(n - 1) {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("iv-precompute".into()).spawn(move || {
+        let started = std::time::Instant::now();
+        if table.extend_to(n - 1).is_ok() {
+            let seconds = started.elapsed().as_secs_f64();
+            tracing::info!(covered = table.covered(), seconds, "stone game iv precomputed");
+        }
+        if let Some(store) = store {
+            store.save_or_report(&table);
+        }
+    });
+    if let Err(err) = spawned {
+        tracing::warn!("no stone game iv precompute: {err}");
     }
 }
 

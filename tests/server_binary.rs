@@ -65,3 +65,44 @@ fn a_bad_flag_is_a_clear_error() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--listen"));
 }
+
+#[tokio::test]
+async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("iv.table");
+    let path_arg = path.to_str().unwrap();
+    let flags = ["--iv-table", path_arg, "--iv-precompute", "300000"];
+
+    let (mut child, _addr) = start_server(&flags);
+    for _ in 0..300 {
+        if gamesolver::iv_table_file::IvTableFile::load(&path).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    let saved = gamesolver::iv_table_file::IvTableFile::load(&path).expect("a valid table file");
+    assert!(saved.covered >= 300_000);
+
+    // Corrupt one byte in the middle: the server must not trust it, and answers right.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let (mut child, addr) = start_server(&flags);
+    let mut client = GameSolverClient::connect(format!("http://{addr}")).await.unwrap();
+    let table = gamesolver::games::StoneGameIvTable::new(1_000_000);
+    for n in [299_999u64, 123_456, 250_001, 2] {
+        let problem = pb::Problem {
+            id: n.to_string(),
+            game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n })),
+        };
+        let answer = client.solve(problem).await.unwrap().into_inner();
+        let expected = gamesolver::games::Game::StoneGameIv(n).solve(&table).unwrap();
+        assert_eq!(answer.alice_wins, expected.alice_wins(), "n = {n}");
+    }
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    assert!(gamesolver::iv_table_file::IvTableFile::load(&path).is_ok(), "the file was rewritten whole");
+}

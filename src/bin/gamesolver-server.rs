@@ -4,12 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use gamesolver::games::{stone_game_iv, StoneGameIvTable};
-use gamesolver::iv_table_file::{IvTableFileError, IvTableStore};
+use gamesolver::iv_table_file::{self, IvTableStore};
 use gamesolver::server::{self, ServerConfig};
 use gamesolver::service::SolverConfig;
 
@@ -65,8 +65,16 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(Args::parse()) {
+    let args = Args::parse();
+    let result = tokio::runtime::Runtime::new().map_err(anyhow::Error::from).and_then(|runtime| {
+        let result = runtime.block_on(run(args));
+        // A table extension still running on the blocking pool must not hold the exit.
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        result
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -76,7 +84,6 @@ fn main() -> ExitCode {
     }
 }
 
-#[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
     let seconds = |s: f64, flag: &str| {
         Duration::try_from_secs_f64(s)
@@ -95,71 +102,28 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let iv_store = args.iv_table.map(|path| Arc::new(IvTableStore::new(path)));
     if let Some(store) = &iv_store {
         let (store, table) = (Arc::clone(store), Arc::clone(&config.iv_table));
-        tokio::task::spawn_blocking(move || load_iv_table(&store, &table)).await?;
+        tokio::task::spawn_blocking(move || store.load_or_report(&table)).await?;
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let shutdown = shutdown_signal()?;
     let addr = listener.local_addr()?;
-    precompute_iv_table(Arc::clone(&config.iv_table), args.iv_precompute, iv_store.clone());
+    iv_table_file::precompute_in_background(
+        Arc::clone(&config.iv_table),
+        args.iv_precompute,
+        iv_store.clone(),
+    );
     // The one line on stdout, for scripts that start the server on port 0.
     println!("listening on {addr}");
     tracing::info!(%addr, "gamesolver-server ready");
     let iv_table = Arc::clone(&config.iv_table);
     server::serve(listener, config, shutdown).await?;
     if let Some(store) = iv_store {
-        tokio::task::spawn_blocking(move || save_iv_table(&store, &iv_table)).await?;
+        tokio::task::spawn_blocking(move || store.save_or_report(&iv_table)).await?;
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Loads the Stone Game IV table file; a file that cannot be trusted is only reported,
-/// and the table is recomputed.
-fn load_iv_table(store: &IvTableStore, table: &StoneGameIvTable) {
-    let path = store.path().display();
-    match store.load_into(table) {
-        Ok(covered) => tracing::info!(%path, covered, "stone game iv table loaded"),
-        Err(IvTableFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            tracing::info!(%path, "no stone game iv table yet; it will be computed and saved")
-        }
-        Err(err) => tracing::warn!("ignoring stone game iv table: {err}; recomputing"),
-    }
-}
-
-fn save_iv_table(store: &IvTableStore, table: &StoneGameIvTable) {
-    match store.save_if_grown(table) {
-        Ok(Some(covered)) => {
-            tracing::info!(path = %store.path().display(), covered, "stone game iv table saved")
-        }
-        Ok(None) => {}
-        Err(err) => tracing::warn!("cannot save stone game iv table: {err}"),
-    }
-}
-
-/// Classifies piles below `n` on a thread of its own while the server already listens:
-/// requests inside the range covered so far are answered meanwhile, and larger ones
-/// wait for (then continue) this extension. A plain thread, not the blocking pool, so
-/// that it never delays the runtime's shutdown.
-fn precompute_iv_table(table: Arc<StoneGameIvTable>, n: u64, store: Option<Arc<IvTableStore>>) {
-    let n = n.min(table.limit() + 1);
-    if n == 0 || !table.needs_extension(n - 1) {
-        return;
-    }
-    let spawned = std::thread::Builder::new().name("iv-precompute".into()).spawn(move || {
-        let started = Instant::now();
-        if table.extend_to(n - 1).is_ok() {
-            let seconds = started.elapsed().as_secs_f64();
-            tracing::info!(covered = table.covered(), seconds, "stone game iv precomputed");
-        }
-        if let Some(store) = store {
-            save_iv_table(&store, &table);
-        }
-    });
-    if let Err(err) = spawned {
-        tracing::warn!("no stone game iv precompute: {err}");
-    }
 }
 
 /// Installs the SIGINT/SIGTERM handlers now (before the address is printed, so that a
