@@ -89,12 +89,19 @@ impl Solver {
 
     /// Solves a batch, one solution per problem in the same order.
     pub async fn solve_batch(&self, problems: Vec<pb::Problem>) -> Result<Vec<pb::Solution>, PoolError> {
-        let problems: Vec<_> = problems.into_iter().map(convert::problem).collect();
+        let mut problems: Vec<_> = problems.into_iter().map(convert::problem).collect();
         let piles = problems.iter().filter_map(|(_, game)| match game {
             Ok(Game::StoneGameIv(n)) => Some(*n),
             _ => None,
         });
-        self.prepare_iv(piles).await?;
+        if let Err(err) = self.prepare_iv(piles).await {
+            // The table could not grow: only the piles that needed it fail.
+            for (_, game) in &mut problems {
+                if matches!(game, Ok(Game::StoneGameIv(n)) if self.iv_table.needs_extension(*n)) {
+                    *game = Err(err.clone().into());
+                }
+            }
+        }
 
         let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
         let solve_one = |table: &StoneGameIvTable, (id, game): (String, Result<Game, ProblemError>)| {
