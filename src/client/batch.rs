@@ -75,8 +75,19 @@ pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, L
             Ok(problem)
         }
         Err(err) => {
-            Err((id_of_bad_line(line, number), LineError::Json { line: number, reason: err.to_string() }))
+            Err((id_of_bad_line(line, number), LineError::Json { line: number, reason: json_reason(&err) }))
         }
+    }
+}
+
+/// serde_json's message, with its position given as a column: each line is its own
+/// document, so its "line 1" would only contradict the real line number.
+fn json_reason(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    let position = format!(" at line {} column {}", err.line(), err.column());
+    match text.strip_suffix(&position) {
+        Some(reason) if err.line() == 1 => format!("{reason} at column {}", err.column()),
+        _ => text,
     }
 }
 
@@ -247,8 +258,9 @@ mod tests {
         let (id, err) = parse_problem(br#"{"id":"x","sumGame":{"num":"1"},"extra":1}"#, 3).unwrap_err();
         assert_eq!(id, "x");
         assert!(matches!(err, LineError::Json { line: 3, .. }));
-        let (id, _) = parse_problem(b"not json", 4).unwrap_err();
+        let (id, err) = parse_problem(b"not json", 4).unwrap_err();
         assert_eq!(id, "4");
+        assert_eq!(err.to_string(), "line 4: not a problem: expected ident at column 2");
         let (id, err) = parse_problem(br#"{"id":"g"}"#, 5).unwrap_err();
         assert_eq!(id, "g");
         assert_eq!(pb::Error::from(err).code, pb::error::Code::InvalidArgument as i32);
