@@ -234,6 +234,41 @@ fn resume_completes_a_cut_off_output() {
 }
 
 #[test]
+fn ctrl_c_stops_with_a_clean_resumable_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 60_000, 7);
+    let text = std::fs::read(&input).unwrap();
+    let mut run = Command::new(CLIENT)
+        .args(["solve", "-", "-o", path_str(&output), "--quiet"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(&text[..text.len() / 2]).unwrap();
+    stdin.flush().unwrap();
+    // Answers on disk mean the run (and its Ctrl-C handler) is up.
+    while std::fs::metadata(&output).map_or(0, |m| m.len()) == 0 {
+        assert!(run.try_wait().unwrap().is_none(), "client exited early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill").args(["-s", "INT", &run.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    // stdin stays open: a reader blocked on it must not keep the client alive.
+    let result = run.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--resume"), "{:?}", result.stderr);
+    let partial = std::fs::read_to_string(&output).unwrap();
+    assert!(partial.ends_with('\n'), "the writer flushed whole lines only");
+
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_all_correct(&input, &output);
+}
+
+#[test]
 fn fatal_errors_exit_two_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
@@ -246,6 +281,12 @@ fn fatal_errors_exit_two_with_a_message() {
     let (status, stderr) = client(&["solve", path_str(&input), "--resume"]);
     assert_eq!(status.code(), Some(2));
     assert!(stderr.contains("--resume needs an output file"), "{stderr}");
+
+    let before = std::fs::read(&input).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&input)]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("is the input file"), "{stderr}");
+    assert!(std::fs::read(&input).unwrap() == before, "the input is untouched");
 
     // A port that nobody listens on: the server is given up on after --retry-for.
     let dead = ServerProcess::start("127.0.0.1:0").kill();

@@ -143,7 +143,16 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         ..SolveConfig::new(InputSource::parse(&args.input))
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let summary = runtime.block_on(client::solve(config))?;
+    let interrupt = async {
+        // Without a handler, Ctrl-C would kill the run with up to a buffer of answers unwritten.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = runtime.block_on(client::solve_until(config, interrupt));
+    // A reader blocked on a silent stdin must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    let summary = result?;
     if !args.quiet {
         eprintln!("{summary}");
     }

@@ -20,5 +20,5 @@ pub mod progress;
 pub mod queue;
 pub mod resume;
 
-pub use pipeline::{solve, ClientError, SolveConfig};
+pub use pipeline::{solve, solve_until, ClientError, SolveConfig};
 pub use progress::Summary;

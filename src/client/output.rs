@@ -67,6 +67,8 @@ pub enum ToWriter {
     },
     /// Reading the input failed: the run stops.
     InputFailed(InputError),
+    /// The run is abandoned: write what came before, flush, stop.
+    Stop,
 }
 
 /// What one written batch contributed.

@@ -6,9 +6,10 @@
 //! between, which is what keeps memory flat on inputs of any size.
 
 use std::fs::OpenOptions;
+use std::future::Future;
 use std::io::{self, BufWriter, Write};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -120,6 +121,12 @@ pub enum ClientError {
     /// The embedded server could not start or failed.
     #[error("embedded server: {0}")]
     EmbeddedServer(String),
+    /// The output file is the input file: writing would destroy the input.
+    #[error("the output {0} is the input file")]
+    OutputIsInput(PathBuf),
+    /// Stopped on request; the output holds a prefix of the answers.
+    #[error("interrupted; the output holds the answers written so far: rerun with --resume to continue")]
+    Interrupted,
     /// The run was abandoned part-way (a thread stopped).
     #[error("run abandoned: {0}")]
     Aborted(String),
@@ -127,7 +134,21 @@ pub enum ClientError {
 
 /// Solves every line of `config.input` into `config.output`, in order.
 pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
+    solve_until(config, std::future::pending()).await
+}
+
+/// [`solve`], stopped early when `interrupt` resolves (Ctrl-C in the binary): the output
+/// then ends after the last batch written, ready for `--resume`.
+pub async fn solve_until(
+    config: SolveConfig,
+    interrupt: impl Future<Output = ()>,
+) -> Result<Summary, ClientError> {
     let started = Instant::now();
+    if let (InputSource::File(input), Some(output)) = (&config.input, &config.output) {
+        if same_file(input, output) {
+            return Err(ClientError::OutputIsInput(output.clone()));
+        }
+    }
     let (out, resumed) = open_output(&config)?;
     let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
     if resumed.lines > 0 {
@@ -176,8 +197,11 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
         let run = connection::run(server, Arc::clone(&queue), to_writer.clone(), connection_config.clone());
         connections.spawn(async move { (url, run.await) });
     }
-    drop(to_writer);
+    // Kept, so that the writer ends on `Stop` after what is queued, and not whenever the
+    // other senders happen to have gone.
+    let stop_writer = to_writer;
 
+    tokio::pin!(interrupt);
     let mut failure = None;
     let mut writer_done = false;
     let written = loop {
@@ -187,6 +211,7 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
                 break joined(written);
             }
             Ok(why) = &mut embedded_failed => break Err(ClientError::EmbeddedServer(why)),
+            () = &mut interrupt => break Err(ClientError::Interrupted),
             Some(ended) = connections.join_next(), if !connections.is_empty() => {
                 record_failure(ended, &mut failure);
                 if connections.is_empty() && !queue.is_finished() {
@@ -195,28 +220,26 @@ pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
             }
         }
     };
-    // Stops the reader (if still waiting for budget) and the connections.
+    // Stops the reader (at its next batch) and the connections, which first drain their
+    // calls: answers already in flight still reach the writer.
     budget.close();
     queue.finish();
-    if !writer_done {
-        // Abandoned: the writer stops once every sender is gone, and flushes what it has,
-        // so that `--resume` can carry on from there.
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
-    } else if written.is_ok() {
-        let _ = reader_thread.await;
-    }
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(ended) = connections.join_next().await {
             record_failure(ended, &mut failure);
         }
     })
     .await;
+    if !writer_done {
+        // Abandoned: the writer writes what it has and flushes, so that `--resume` can
+        // carry on from there.
+        let _ = stop_writer.send(ToWriter::Stop);
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
+    } else if written.is_ok() {
+        let _ = reader_thread.await;
+    }
     stop_embedded(embedded).await;
-    let (problems, errors) = match written {
-        // The writer only sees its senders go; why they went is the better message.
-        Err(ClientError::Aborted(why)) => return Err(failure.unwrap_or(ClientError::Aborted(why))),
-        written => written?,
-    };
+    let (problems, errors) = written?;
     Ok(Summary {
         problems,
         errors,
@@ -243,6 +266,14 @@ fn record_failure(
 
 fn joined<T>(result: Result<Result<T, ClientError>, tokio::task::JoinError>) -> Result<T, ClientError> {
     result.map_err(|err| ClientError::Aborted(format!("writer thread: {err}")))?
+}
+
+/// True when both paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Opens the output: stdout, a fresh file, or an existing one to append to after the
@@ -352,6 +383,7 @@ fn write_answers(
             }
             Ok(ToWriter::InputEnd { batches }) => total = Some(batches),
             Ok(ToWriter::InputFailed(err)) => break Err(err.into()),
+            Ok(ToWriter::Stop) => break Err(ClientError::Aborted("stopped".into())),
             Err(mpsc::RecvError) => break Err(ClientError::Aborted("every sender stopped".into())),
         }
     };
