@@ -1,9 +1,10 @@
 //! The bulk client: problem files of any size through `SolveBatchStream`, in order, with
 //! nothing lost.
 //!
-//! A run is a pipeline of bounded stages: [`input`] reads lines (plain, gzip or zstd),
-//! [`batch`] parses and encodes them on the reading thread, [`queue`] hands batches to one
-//! [`connection`] per server, and [`output`] puts the answers back in input order on the
+//! A run is a pipeline of bounded stages: [`input`] reads lines (plain, gzip or zstd);
+//! [`batch`] parses and encodes them on the reading thread ([`problem_json`] goes straight
+//! to protobuf, with pbjson as the reference); [`queue`] hands the batches to one
+//! [`connection`] per server; [`output`] puts the answers back in input order on the
 //! writing thread. [`budget`] bounds the bytes between reading and writing, so memory
 //! stays flat whatever the input size; [`resume`] continues a cut-off output; [`gen`]
 //! writes the random datasets that tests and benchmarks feed it.
