@@ -19,6 +19,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_protos(&[proto], &["proto"])?;
 
     let descriptor_set = std::fs::read(&descriptor_path)?;
-    pbjson_build::Builder::new().register_descriptors(&descriptor_set)?.build(&[".gamesolver.v1"])?;
+    // emit_fields: a solution always says `"aliceWins": false` rather than leaving it out,
+    // so every answered line has the same fields (the proto3 JSON mapping allows both).
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_set)?
+        .emit_fields()
+        .build(&[".gamesolver.v1"])?;
     Ok(())
 }

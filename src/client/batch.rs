@@ -5,12 +5,9 @@
 //! the memory a batch holds is known exactly. Lines that are not problems never reach the
 //! server; their error solutions wait in the batch at their place.
 
-use std::borrow::Cow;
-
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use crate::client::problem_json::{self, FastProblem};
 use crate::convert::ProblemError;
 use crate::pb;
 
@@ -143,8 +140,6 @@ pub struct BatchBuilder {
     lines: usize,
     rejected: Vec<(usize, pb::Solution)>,
     next_seq: u64,
-    /// Scratch for the stones of the line being read.
-    stones: Vec<u64>,
 }
 
 impl BatchBuilder {
@@ -158,25 +153,14 @@ impl BatchBuilder {
             lines: 0,
             rejected: Vec::new(),
             next_seq: 0,
-            stones: Vec::new(),
         }
     }
 
     /// Adds the next input line, 1-based line `number`; returns a batch when it fills one.
     pub fn push_line(&mut self, line: &[u8], number: u64, input_offset: u64) -> Option<Batch> {
-        let line = strip_bom(line, number);
-        self.reserve_for(line.len());
-        match problem_json::parse(line, &mut self.stones) {
-            Some(FastProblem { id, game: Some(game) }) => {
-                let id = if id.is_empty() { Cow::Owned(number.to_string()) } else { id };
-                problem_json::encode_batch_entry(&id, &game, &self.stones, &mut self.payload);
-                self.problems += 1;
-            }
-            // Anything unusual, including every error, goes through the reference parser.
-            _ => match parse_problem(line, number) {
-                Ok(problem) => self.add_problem(&problem),
-                Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
-            },
+        match parse_problem(line, number) {
+            Ok(problem) => self.add_problem(&problem),
+            Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
         }
         self.next_line(input_offset)
     }

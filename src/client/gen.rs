@@ -10,6 +10,8 @@ use std::str::FromStr;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::pb::{self, problem::Game};
+
 /// Relative weights of the three games in a generated file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mix {
@@ -112,42 +114,37 @@ impl Default for GenConfig {
     }
 }
 
-/// Writes `config.count` problems, one JSON line each, with ids `g1`, `g2`, ...
+/// Writes `config.count` problems, one JSON line each (the protobuf JSON mapping, as
+/// pbjson writes it), with ids `g1`, `g2`, ...
 pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let Mix { sum, ix, iv } = config.mix;
     let total = sum + ix + iv;
     let mut line = Vec::with_capacity(256);
     for i in 1..=config.count {
-        line.clear();
-        let _ = write!(line, "{{\"id\":\"g{i}\",");
         let pick = rng.random_range(0..total);
-        if pick < sum {
+        let game = if pick < sum {
             let len = rng.random_range(config.sum_len.0.clone()) & !1;
             // Each problem has its own share of '?', so that both winners and every
             // kind of winning move show up.
             let unknown = rng.random_range(0..=100u32);
-            line.extend_from_slice(b"\"sumGame\":{\"num\":\"");
-            for _ in 0..len {
-                let c = if rng.random_range(0..100u32) < unknown {
-                    b'?'
-                } else {
-                    b'0' + rng.random_range(0..10u8)
-                };
-                line.push(c);
-            }
-            line.extend_from_slice(b"\"}}\n");
+            let num = (0..len)
+                .map(|_| match rng.random_range(0..100u32) < unknown {
+                    true => '?',
+                    false => char::from(b'0' + rng.random_range(0..10u8)),
+                })
+                .collect();
+            Game::SumGame(pb::SumGame { num })
         } else if pick < sum + ix {
             let len = rng.random_range(config.ix_len.0.clone());
-            line.extend_from_slice(b"\"stoneGameIx\":{\"stones\":[");
-            for k in 0..len {
-                let sep = if k == 0 { "" } else { "," };
-                let _ = write!(line, "{sep}{}", rng.random_range(config.ix_value.0.clone()));
-            }
-            line.extend_from_slice(b"]}}\n");
+            let stones = (0..len).map(|_| rng.random_range(config.ix_value.0.clone())).collect();
+            Game::StoneGameIx(pb::StoneGameIx { stones })
         } else {
-            let _ = writeln!(line, "\"stoneGameIv\":{{\"n\":{}}}}}", rng.random_range(config.iv_n.0.clone()));
-        }
+            Game::StoneGameIv(pb::StoneGameIv { n: rng.random_range(config.iv_n.0.clone()) })
+        };
+        line.clear();
+        serde_json::to_writer(&mut line, &pb::Problem { id: format!("g{i}"), game: Some(game) })?;
+        line.push(b'\n');
         out.write_all(&line)?;
     }
     out.flush()
@@ -157,7 +154,6 @@ pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::client::batch::parse_problem;
-    use crate::pb::problem::Game;
 
     fn generated(config: &GenConfig) -> String {
         let mut out = Vec::new();

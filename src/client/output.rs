@@ -5,10 +5,8 @@
 //! than the in-flight budget allows, because the budget is only returned once a batch is
 //! written.
 //!
-//! The JSON is written by hand rather than through serde: it is the client's hottest loop,
-//! and it always emits `aliceWins` (also when false), so that every answered line has the
-//! same fields. The result is the protobuf JSON mapping, which the tests check by parsing it
-//! back with the generated deserializer.
+//! Lines are the protobuf JSON mapping as pbjson writes it from the schema; default fields
+//! are emitted too, so every line says `aliceWins` and `winner`.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -164,87 +162,25 @@ impl<W: Write> SolutionWriter<W> {
 }
 
 /// Appends `solution` as one line of protobuf JSON, newline included.
+///
+/// A solution that cannot be written (an enum value from a newer server that this client
+/// has no name for) becomes an error line for that problem, so the output keeps its place.
 pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
-    out.extend_from_slice(b"{\"id\":");
-    write_json_string(out, &solution.id);
-    if let Some(error) = &solution.error {
-        out.extend_from_slice(b",\"error\":{\"code\":");
-        match pb::error::Code::try_from(error.code) {
-            Ok(code) => write_json_string(out, code.as_str_name()),
-            Err(_) => write_signed(out, error.code),
-        }
-        out.extend_from_slice(b",\"message\":");
-        write_json_string(out, &error.message);
-        out.extend_from_slice(b"}}\n");
-        return;
+    let start = out.len();
+    if let Err(err) = serde_json::to_writer(&mut *out, solution) {
+        out.truncate(start);
+        let unwritable = pb::Solution {
+            id: solution.id.clone(),
+            error: Some(pb::Error {
+                code: pb::error::Code::Unknown.into(),
+                message: format!("cannot write the server's answer as JSON: {err}"),
+            }),
+            ..Default::default()
+        };
+        // Every field of this one has a name: it cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &unwritable);
     }
-    out.extend_from_slice(if solution.alice_wins { b",\"aliceWins\":true" } else { b",\"aliceWins\":false" });
-    out.extend_from_slice(b",\"winner\":");
-    match pb::Winner::try_from(solution.winner) {
-        Ok(winner) => write_json_string(out, winner.as_str_name()),
-        Err(_) => write_signed(out, solution.winner),
-    }
-    if let Some(game) = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()) {
-        use pb::r#move::Game as G;
-        out.extend_from_slice(b",\"winningMove\":{");
-        match game {
-            G::SumGame(m) => {
-                out.extend_from_slice(b"\"sumGame\":{\"index\":\"");
-                write_number(out, m.index);
-                out.extend_from_slice(b"\",\"digit\":");
-                write_number(out, m.digit);
-                out.push(b'}');
-            }
-            G::StoneGameIx(m) => {
-                out.extend_from_slice(b"\"stoneGameIx\":{\"index\":\"");
-                write_number(out, m.index);
-                out.extend_from_slice(b"\"}");
-            }
-            G::StoneGameIv(m) => {
-                out.extend_from_slice(b"\"stoneGameIv\":{\"take\":\"");
-                write_number(out, m.take);
-                out.extend_from_slice(b"\"}");
-            }
-        }
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"}\n");
-}
-
-/// Decimal digits of `n`; `fmt` machinery costs more than the rest of a line.
-fn write_number(out: &mut Vec<u8>, n: impl Into<u64>) {
-    let mut n: u64 = n.into();
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-/// An enum number that has no name (from a newer server).
-fn write_signed(out: &mut Vec<u8>, n: i32) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    write_number(out, n.unsigned_abs());
-}
-
-fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    let plain = s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
-    if plain {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        // Escaping a string cannot fail when writing to a Vec.
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
+    out.push(b'\n');
 }
 
 #[cfg(test)]
@@ -303,17 +239,17 @@ mod tests {
         assert_eq!(json(&samples()[0]), "{\"id\":\"b\",\"aliceWins\":false,\"winner\":\"BOB\"}\n");
         assert_eq!(
             json(&samples()[5]),
-            "{\"id\":\"e\",\"error\":{\"code\":\"OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\"}}\n"
+            "{\"id\":\"e\",\"aliceWins\":false,\"winner\":\"WINNER_UNSPECIFIED\",\
+             \"error\":{\"code\":\"OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\"}}\n"
         );
-        // Enum values this client has no name for are written as numbers.
+    }
+
+    #[test]
+    fn an_answer_this_client_cannot_name_keeps_its_place_as_an_error() {
         let newer = pb::Solution { id: "f".into(), winner: 9, ..Default::default() };
-        assert_eq!(json(&newer), "{\"id\":\"f\",\"aliceWins\":false,\"winner\":9}\n");
-        let newer = pb::Solution {
-            id: "g".into(),
-            error: Some(pb::Error { code: -3, message: String::new() }),
-            ..Default::default()
-        };
-        assert_eq!(json(&newer), "{\"id\":\"g\",\"error\":{\"code\":-3,\"message\":\"\"}}\n");
+        let parsed: pb::Solution = serde_json::from_str(&json(&newer)).unwrap();
+        assert_eq!(parsed.id, "f");
+        assert_eq!(parsed.error.map(|e| e.code), Some(pb::error::Code::Unknown as i32));
     }
 
     fn batch(seq: u64, problems: usize, rejected: Vec<(usize, pb::Solution)>) -> Batch {
