@@ -1,66 +1,17 @@
 //! `gamesolver-client` end to end: real binaries, real servers on ephemeral ports, every
 //! answer checked against the solver core.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use client_support::{assert_all_correct, generate};
+use common::{assert_all_correct, generate, ServerProcess};
 use gamesolver::pb;
 
-mod client_support;
+mod common;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
-const SERVER: &str = env!("CARGO_BIN_EXE_gamesolver-server");
-
-/// A `gamesolver-server` process, killed when dropped.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl ServerProcess {
-    /// Starts the server on `addr` (port 0 for any) and waits for its start-up line.
-    fn start(addr: &str) -> ServerProcess {
-        // The port of a server killed a moment ago may take a few tries to bind again.
-        for _ in 0..50 {
-            let mut child = Command::new(SERVER)
-                .args(["--listen", addr])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn gamesolver-server");
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-            if let Some(bound) = line.trim().strip_prefix("listening on ") {
-                return ServerProcess { child, addr: bound.parse().unwrap() };
-            }
-            let _ = child.wait();
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("gamesolver-server did not start on {addr}");
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// SIGKILL: no graceful anything, as in a crash.
-    fn kill(mut self) -> SocketAddr {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.addr
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs the client to completion.
 fn client(args: &[&str]) -> (ExitStatus, String) {
@@ -183,7 +134,7 @@ fn solve_in_two_halves(
 #[test]
 fn several_servers_share_the_load_and_one_dying_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (ServerProcess::start("127.0.0.1:0"), ServerProcess::start("127.0.0.1:0"));
+    let (a, b) = (ServerProcess::start("127.0.0.1:0", &[]), ServerProcess::start("127.0.0.1:0", &[]));
     let servers = [a.url(), b.url()];
     let (input, output, status) = solve_in_two_halves(dir.path(), 3, &servers, || {
         // One server dies for good.
@@ -196,12 +147,12 @@ fn several_servers_share_the_load_and_one_dying_loses_nothing() {
 #[test]
 fn a_server_killed_and_restarted_mid_run_still_yields_everything_once_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start("127.0.0.1:0");
+    let server = ServerProcess::start("127.0.0.1:0", &[]);
     let url = server.url();
     let mut restarted = None;
     let (input, output, status) = solve_in_two_halves(dir.path(), 4, &[url], || {
         let addr = server.kill();
-        restarted = Some(ServerProcess::start(&addr.to_string()));
+        restarted = Some(ServerProcess::start(&addr.to_string(), &[]));
     });
     assert_eq!(status.code(), Some(0));
     drop(restarted);
@@ -289,7 +240,7 @@ fn fatal_errors_exit_two_with_a_message() {
     assert!(std::fs::read(&input).unwrap() == before, "the input is untouched");
 
     // A port that nobody listens on: the server is given up on after --retry-for.
-    let dead = ServerProcess::start("127.0.0.1:0").kill();
+    let dead = ServerProcess::start("127.0.0.1:0", &[]).kill();
     let url = format!("http://{dead}");
     let (status, stderr) =
         client(&["solve", path_str(&input), "-o", path_str(&output), "--server", &url, "--retry-for", "0.5"]);

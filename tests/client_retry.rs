@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client_support::{assert_all_correct, generate};
+use common::{assert_all_correct, generate};
 use futures::Stream;
 use gamesolver::client::input::InputSource;
 use gamesolver::client::{self, ClientError, SolveConfig};
@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Code, Request, Response, Status, Streaming};
 
-mod client_support;
+mod common;
 
 /// Answers `answered` batches of each of its first `broken_calls` calls, then fails the
 /// call with `code`; later calls are answered in full.

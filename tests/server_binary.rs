@@ -1,61 +1,31 @@
 //! The `gamesolver-server` binary: start-up line, serving, and SIGTERM/SIGINT handling.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
+
+use common::ServerProcess;
 
 use gamesolver::pb::{self, game_solver_client::GameSolverClient};
 
-/// Starts the binary on port 0 and returns it with the address it printed.
-fn start_server(extra: &[&str]) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn gamesolver-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("start-up line {line:?}"));
-    (child, addr.to_owned())
-}
-
-fn signal(child: &std::process::Child, name: &str) {
-    let status = Command::new("kill").args(["-s", name, &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
-}
-
-/// Waits for the exit without blocking the runtime (the client's connection must
-/// still answer the server's GOAWAY).
-async fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
-    for _ in 0..300 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    child.kill().unwrap();
-    panic!("server did not exit within 30 s");
-}
-
 #[tokio::test]
 async fn prints_its_address_serves_and_exits_zero_on_sigterm() {
-    let (mut child, addr) = start_server(&[]);
-    let mut client = GameSolverClient::connect(format!("http://{addr}")).await.unwrap();
+    let mut server = ServerProcess::start("127.0.0.1:0", &[]);
+    let mut client = GameSolverClient::connect(server.url()).await.unwrap();
     let problem =
         pb::Problem { id: "p".into(), game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n: 2 })) };
     let answer = client.solve(problem).await.unwrap().into_inner();
     assert_eq!(answer.winner, pb::Winner::Bob as i32);
-    signal(&child, "TERM");
-    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
 }
 
 #[tokio::test]
 async fn exits_zero_on_sigint() {
-    let (mut child, _addr) = start_server(&[]);
-    signal(&child, "INT");
-    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    let mut server = ServerProcess::start("127.0.0.1:0", &[]);
+    server.signal("INT");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
 }
 
 #[test]
@@ -73,15 +43,15 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
     let path_arg = path.to_str().unwrap();
     let flags = ["--iv-table", path_arg, "--iv-precompute", "300000"];
 
-    let (mut child, _addr) = start_server(&flags);
+    let mut server = ServerProcess::start("127.0.0.1:0", &flags);
     for _ in 0..300 {
         if gamesolver::iv_table_file::IvTableFile::load(&path).is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    signal(&child, "TERM");
-    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
     let saved = gamesolver::iv_table_file::IvTableFile::load(&path).expect("a valid table file");
     assert!(saved.covered >= 300_000);
 
@@ -90,8 +60,8 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    let (mut child, addr) = start_server(&flags);
-    let mut client = GameSolverClient::connect(format!("http://{addr}")).await.unwrap();
+    let mut server = ServerProcess::start("127.0.0.1:0", &flags);
+    let mut client = GameSolverClient::connect(server.url()).await.unwrap();
     let table = gamesolver::games::StoneGameIvTable::new(1_000_000);
     for n in [299_999u64, 123_456, 250_001, 2] {
         let problem = pb::Problem {
@@ -102,7 +72,7 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
         let expected = gamesolver::games::Game::StoneGameIv(n).solve(&table).unwrap();
         assert_eq!(answer.alice_wins, expected.alice_wins(), "n = {n}");
     }
-    signal(&child, "TERM");
-    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
     assert!(gamesolver::iv_table_file::IvTableFile::load(&path).is_ok(), "the file was rewritten whole");
 }

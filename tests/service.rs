@@ -4,9 +4,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::TestServer;
+use common::{expected, TestServer};
 use futures::StreamExt;
-use gamesolver::games::{Game, StoneGameIvTable};
+use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb::{self, problem::Game as G};
 use gamesolver::server::ServerConfig;
 use tokio::sync::mpsc;
@@ -27,13 +27,6 @@ fn iv(id: &str, n: u64) -> pb::Problem {
 
 fn winner(solution: &pb::Solution) -> pb::Winner {
     pb::Winner::try_from(solution.winner).unwrap()
-}
-
-/// The answer the solver core gives, as the wire would carry it.
-fn expected(problem: &pb::Problem, table: &StoneGameIvTable) -> pb::Solution {
-    let (id, game) = gamesolver::convert::problem(problem.clone());
-    let result = game.and_then(|g: Game| g.solve(table).map_err(Into::into));
-    gamesolver::convert::solution(id, result)
 }
 
 #[tokio::test]

@@ -1,7 +1,17 @@
-//! A real server on an ephemeral loopback port, for the integration tests.
+//! Shared by the integration tests: real servers on ephemeral loopback ports (in-process
+//! and as the binary), datasets, and checking answers against the solver core.
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use gamesolver::client::gen::{self, GenConfig};
+use gamesolver::convert;
+use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::pb;
 
 use gamesolver::pb::game_solver_client::GameSolverClient;
 use gamesolver::server::{self, ServerConfig};
@@ -47,5 +57,111 @@ impl TestServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+/// A `gamesolver-server` process, killed when dropped.
+pub struct ServerProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts the server on `addr` (port 0 for any) with `extra` flags and waits for its
+    /// start-up line.
+    pub fn start(addr: &str, extra: &[&str]) -> ServerProcess {
+        // The port of a server killed a moment ago may take a few tries to bind again.
+        for _ in 0..50 {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+                .args(["--listen", addr])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn gamesolver-server");
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            if let Some(bound) = line.trim().strip_prefix("listening on ") {
+                return ServerProcess { child, addr: bound.parse().unwrap() };
+            }
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("gamesolver-server did not start on {addr}");
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGKILL: no graceful anything, as in a crash.
+    pub fn kill(mut self) -> SocketAddr {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.addr
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").args(["-s", name, &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits up to 30 s for the exit without blocking the runtime (a client's connection
+    /// must still answer the server's GOAWAY).
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        for _ in 0..300 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("server did not exit within 30 s");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `count` generated problems to `path`.
+pub fn generate(path: &Path, count: u64, seed: u64) {
+    let config = GenConfig { count, seed, ..GenConfig::default() };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    gen::generate(&config, &mut file).unwrap();
+}
+
+/// The answer the solver core gives to `problem`, as the wire would carry it.
+pub fn expected(problem: &pb::Problem, table: &StoneGameIvTable) -> pb::Solution {
+    let (id, game) = convert::problem(problem.clone());
+    let result = game.and_then(|game| game.solve(table).map_err(Into::into));
+    convert::solution(id, result)
+}
+
+/// What the output line for `input_line` (1-based `number`) must be: a missing id is the
+/// line number.
+pub fn expected_line(input_line: &str, number: u64, table: &StoneGameIvTable) -> pb::Solution {
+    let mut problem: pb::Problem = serde_json::from_str(input_line).unwrap();
+    if problem.id.is_empty() {
+        problem.id = number.to_string();
+    }
+    expected(&problem, table)
+}
+
+/// Checks every output line against the solver core, in order.
+pub fn assert_all_correct(input: &Path, output: &Path) {
+    let table = StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT);
+    let input = std::fs::read_to_string(input).unwrap();
+    let output = std::fs::read_to_string(output).unwrap();
+    assert!(output.ends_with('\n'), "output ends in a partial line");
+    let (inputs, outputs): (Vec<_>, Vec<_>) = (input.lines().collect(), output.lines().collect());
+    assert_eq!(outputs.len(), inputs.len(), "one output line per input line");
+    for (i, (input_line, output_line)) in inputs.iter().zip(&outputs).enumerate() {
+        let got: pb::Solution = serde_json::from_str(output_line)
+            .unwrap_or_else(|err| panic!("output line {} is not a Solution ({err}): {output_line}", i + 1));
+        assert_eq!(got, expected_line(input_line, i as u64 + 1, &table), "line {}: {input_line}", i + 1);
     }
 }
