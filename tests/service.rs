@@ -120,6 +120,15 @@ async fn batch_keeps_order_and_reports_bad_problems_in_place() {
     assert_eq!(winner(&solutions[4]), pb::Winner::Bob); // 10 is a P-position
 }
 
+/// One answer per problem, in order, each what the solver core says.
+fn assert_matches_core(problems: &[pb::Problem], answers: &[pb::Solution]) {
+    let table = StoneGameIvTable::new(10_000);
+    assert_eq!(answers.len(), problems.len());
+    for (problem, answer) in problems.iter().zip(answers) {
+        assert_eq!(answer, &expected(problem, &table));
+    }
+}
+
 /// Problems of mixed sizes, so that some are solved inline and some on the pool.
 fn mixed_problems(count: usize) -> Vec<pb::Problem> {
     (0..count)
@@ -140,17 +149,13 @@ async fn large_batch_matches_the_solver_core() {
     let server = TestServer::start(ServerConfig::default()).await;
     let mut client = server.client().await;
     let problems = mixed_problems(2000);
-    let table = StoneGameIvTable::new(10_000);
     let solutions = client
         .solve_batch(pb::ProblemBatch { problems: problems.clone() })
         .await
         .unwrap()
         .into_inner()
         .solutions;
-    assert_eq!(solutions.len(), problems.len());
-    for (problem, solution) in problems.iter().zip(&solutions) {
-        assert_eq!(solution, &expected(problem, &table));
-    }
+    assert_matches_core(&problems, &solutions);
 }
 
 #[tokio::test]
@@ -178,7 +183,6 @@ async fn solve_stream_keeps_request_order() {
     let server = TestServer::start(ServerConfig::default()).await;
     let mut client = server.client().await;
     let problems = mixed_problems(600);
-    let table = StoneGameIvTable::new(10_000);
     let answers: Vec<_> = client
         .solve_stream(futures::stream::iter(problems.clone()))
         .await
@@ -187,10 +191,7 @@ async fn solve_stream_keeps_request_order() {
         .map(|a| a.unwrap())
         .collect()
         .await;
-    assert_eq!(answers.len(), problems.len());
-    for (problem, answer) in problems.iter().zip(&answers) {
-        assert_eq!(answer, &expected(problem, &table));
-    }
+    assert_matches_core(&problems, &answers);
 }
 
 #[tokio::test]
@@ -200,7 +201,6 @@ async fn solve_batch_stream_keeps_batch_order() {
     let problems = mixed_problems(3000);
     let batches: Vec<_> =
         problems.chunks(250).map(|chunk| pb::ProblemBatch { problems: chunk.to_vec() }).collect();
-    let table = StoneGameIvTable::new(10_000);
     let answers: Vec<pb::Solution> = client
         .solve_batch_stream(futures::stream::iter(batches))
         .await
@@ -209,10 +209,7 @@ async fn solve_batch_stream_keeps_batch_order() {
         .flat_map(|batch| futures::stream::iter(batch.unwrap().solutions))
         .collect()
         .await;
-    assert_eq!(answers.len(), problems.len());
-    for (problem, answer) in problems.iter().zip(&answers) {
-        assert_eq!(answer, &expected(problem, &table));
-    }
+    assert_matches_core(&problems, &answers);
 }
 
 #[tokio::test]
