@@ -5,6 +5,7 @@
 //! pool, and batches are split across it. Stone Game IV piles beyond the table's range
 //! first grow the table on the blocking pool, once per batch.
 
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -180,15 +181,11 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
     ) -> Result<Response<Self::SolveStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveStream opened");
         let solver = Arc::clone(&self.solver);
-        let window = solver.config.stream_window.max(1);
-        let solutions = request
-            .into_inner()
-            .map(move |problem| {
-                let solver = Arc::clone(&solver);
-                async move { Ok(solver.solve_problem(problem?).await) }
-            })
-            .buffered(window);
-        Ok(Response::new(Box::pin(stop_after_error(solutions))))
+        let window = solver.config.stream_window;
+        Ok(Response::new(solve_in_order(request.into_inner(), window, move |problem| {
+            let solver = Arc::clone(&solver);
+            async move { Ok(solver.solve_problem(problem).await) }
+        })))
     }
 
     type SolveBatchStreamStream = ResponseStream<pb::SolutionBatch>;
@@ -199,19 +196,38 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
     ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveBatchStream opened");
         let solver = Arc::clone(&self.solver);
-        let window = solver.config.batch_window.max(1);
-        let solutions = request
-            .into_inner()
-            .map(move |batch| {
-                let solver = Arc::clone(&solver);
-                async move {
-                    let solutions = solver.solve_batch(batch?.problems).await.map_err(pool_status)?;
-                    Ok(pb::SolutionBatch { solutions })
-                }
-            })
-            .buffered(window);
-        Ok(Response::new(Box::pin(stop_after_error(solutions))))
+        let window = solver.config.batch_window;
+        Ok(Response::new(solve_in_order(request.into_inner(), window, move |batch: pb::ProblemBatch| {
+            let solver = Arc::clone(&solver);
+            async move {
+                let solutions = solver.solve_batch(batch.problems).await.map_err(pool_status)?;
+                Ok(pb::SolutionBatch { solutions })
+            }
+        })))
     }
+}
+
+/// Answers each request of a stream with `solve`, up to `window` at once, in request
+/// order; the stream ends after the first error (the client's transport failing, or a
+/// failed answer), which becomes the call's status. Requests are pulled only as answers
+/// are taken, so HTTP/2 flow control reaches the client.
+fn solve_in_order<Req, Resp, Fut>(
+    requests: impl Stream<Item = Result<Req, Status>> + Send + 'static,
+    window: usize,
+    mut solve: impl FnMut(Req) -> Fut + Send + 'static,
+) -> ResponseStream<Resp>
+where
+    Req: Send + 'static,
+    Resp: Send + 'static,
+    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+{
+    let answers = requests
+        .map(move |request| {
+            let answer = request.map(&mut solve);
+            async move { answer?.await }
+        })
+        .buffered(window.max(1));
+    Box::pin(stop_after_error(answers))
 }
 
 /// Ends a response stream after its first error, which becomes the call's status.
