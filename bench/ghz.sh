@@ -8,7 +8,8 @@
 #                     [--profile release|dev] [--only REGEX] [--output FILE] [--smoke]
 #                     [--no-compression]
 # Environment: GHZ (a ghz binary to use), GHZ_VERSION, GOBIN, CARGO_TARGET_DIR,
-# SERVER_BIN (a gamesolver-server binary to test instead of building one).
+# SERVER_BIN (a gamesolver-server binary to test instead of building one), SERVER_ARGS
+# (extra server flags, for A/B runs of a setting).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,7 +78,8 @@ server_addr=
 
 start_server() {
     local bin=$1 out="$work/server.out" err="$work/server.log"
-    "$bin" --listen 127.0.0.1:0 --shutdown-timeout 5 >"$out" 2>"$err" &
+    # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
+    "$bin" --listen 127.0.0.1:0 --shutdown-timeout 5 ${SERVER_ARGS:-} >"$out" 2>"$err" &
     server_pid=$!
     local i
     for i in $(seq 300); do

@@ -42,6 +42,12 @@ struct Args {
     /// saved after the start-up precompute and at shutdown when the table has grown.
     #[arg(long)]
     iv_table: Option<PathBuf>,
+    /// HTTP/2 receive window of one stream, in bytes (default: hyper's, 1 MiB).
+    #[arg(long)]
+    http2_stream_window: Option<u32>,
+    /// HTTP/2 receive window of one connection, in bytes (default: hyper's).
+    #[arg(long)]
+    http2_connection_window: Option<u32>,
     /// Compress responses for clients that accept gzip or zstd (requests are always
     /// accepted compressed).
     #[arg(long)]
@@ -97,6 +103,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         request_timeout: (!request_timeout.is_zero()).then_some(request_timeout),
         solver: SolverConfig { inline_work: args.inline_work, ..SolverConfig::default() },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
+        http2_stream_window: args.http2_stream_window,
+        http2_connection_window: args.http2_connection_window,
         compress_responses: args.compress_responses,
     };
     let iv_store = args.iv_table.map(|path| Arc::new(IvTableStore::new(path)));
