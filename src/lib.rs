@@ -10,6 +10,7 @@
 //! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod convert;
