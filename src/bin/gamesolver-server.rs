@@ -55,6 +55,12 @@ struct Args {
     /// Problems whose input is at most this many bytes/stones are solved inline.
     #[arg(long, default_value_t = SolverConfig::default().inline_work)]
     inline_work: usize,
+    /// Async worker threads (gRPC I/O, small problems); default: one per core.
+    #[arg(long)]
+    worker_threads: Option<std::num::NonZeroUsize>,
+    /// Solver pool threads (large problems and batches); default: one per core.
+    #[arg(long)]
+    solver_threads: Option<std::num::NonZeroUsize>,
 }
 
 /// mimalloc instead of glibc malloc: the server allocates and frees a buffer per message.
@@ -74,7 +80,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
-    let result = tokio::runtime::Runtime::new().map_err(anyhow::Error::from).and_then(|runtime| {
+    let result = build_runtime(&args).and_then(|runtime| {
         let result = runtime.block_on(run(args));
         // A table extension still running on the blocking pool must not hold the exit.
         runtime.shutdown_timeout(Duration::from_secs(1));
@@ -132,6 +138,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The tokio runtime and rayon's global pool, sized by the flags.
+fn build_runtime(args: &Args) -> anyhow::Result<tokio::runtime::Runtime> {
+    if let Some(threads) = args.solver_threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.get())
+            .thread_name(|i| format!("solver-{i}"))
+            .build_global()
+            .context("building the solver pool")?;
+    }
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.worker_threads {
+        runtime.worker_threads(threads.get());
+    }
+    runtime.enable_all().build().context("building the async runtime")
 }
 
 /// Installs the SIGINT/SIGTERM handlers now (before the address is printed, so that a
