@@ -4,6 +4,12 @@
 //! thread); anything whose input exceeds [`SolverConfig::inline_work`] goes to the rayon
 //! pool, and batches are split across it. Stone Game IV piles beyond the table's range
 //! first grow the table on the blocking pool, once per batch.
+//!
+//! A stream reads its next request only while its decoded problems in flight hold less
+//! than [`SolverConfig::stream_in_flight_bytes`] (and fewer than its window), so a client
+//! that sends faster than the server solves is held back by HTTP/2 flow control instead
+//! of filling memory. The budget is per stream, so a client that stops reading its
+//! answers stalls only itself.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,6 +18,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use rayon::prelude::*;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, ProblemError};
@@ -30,13 +37,25 @@ pub struct SolverConfig {
     pub stream_window: usize,
     /// Batches of one `SolveBatchStream` call solved concurrently.
     pub batch_window: usize,
+    /// Bytes of decoded problems one streaming call may have in flight; a request larger
+    /// than this waits until it can have all of it, then runs alone.
+    pub stream_in_flight_bytes: usize,
 }
 
 impl Default for SolverConfig {
     fn default() -> Self {
-        SolverConfig { inline_work: 32 * 1024, stream_window: 64, batch_window: 4 }
+        SolverConfig {
+            inline_work: 32 * 1024,
+            stream_window: 64,
+            batch_window: 4,
+            stream_in_flight_bytes: 64 * 1024 * 1024,
+        }
     }
 }
+
+/// A stream's budget counts memory in these units, so that a `u32` of permits spans
+/// terabytes.
+const BUDGET_UNIT: usize = 1024;
 
 /// Smallest number of problems that one rayon task of a batch takes.
 const MIN_PROBLEMS_PER_TASK: usize = 256;
@@ -181,8 +200,9 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
     ) -> Result<Response<Self::SolveStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveStream opened");
         let solver = Arc::clone(&self.solver);
-        let window = solver.config.stream_window;
-        Ok(Response::new(solve_in_order(request.into_inner(), window, move |problem| {
+        let budget = StreamBudget::new(solver.config.stream_window, solver.config.stream_in_flight_bytes);
+        let requests = request.into_inner();
+        Ok(Response::new(solve_in_order(requests, budget, problem_bytes, move |problem| {
             let solver = Arc::clone(&solver);
             async move { Ok(solver.solve_problem(problem).await) }
         })))
@@ -196,8 +216,10 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
     ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveBatchStream opened");
         let solver = Arc::clone(&self.solver);
-        let window = solver.config.batch_window;
-        Ok(Response::new(solve_in_order(request.into_inner(), window, move |batch: pb::ProblemBatch| {
+        let budget = StreamBudget::new(solver.config.batch_window, solver.config.stream_in_flight_bytes);
+        let requests = request.into_inner();
+        let batch_bytes = |batch: &pb::ProblemBatch| batch.problems.iter().map(problem_bytes).sum();
+        Ok(Response::new(solve_in_order(requests, budget, batch_bytes, move |batch| {
             let solver = Arc::clone(&solver);
             async move {
                 let solutions = solver.solve_batch(batch.problems).await.map_err(pool_status)?;
@@ -207,13 +229,39 @@ impl pb::game_solver_server::GameSolver for GameSolverService {
     }
 }
 
-/// Answers each request of a stream with `solve`, up to `window` at once, in request
-/// order; the stream ends after the first error (the client's transport failing, or a
-/// failed answer), which becomes the call's status. Requests are pulled only as answers
-/// are taken, so HTTP/2 flow control reaches the client.
+/// How far one streaming call may read ahead of the answer its client waits for.
+#[derive(Debug)]
+struct StreamBudget {
+    /// Requests in flight at most.
+    window: usize,
+    /// Units of [`BUDGET_UNIT`] bytes of decoded requests in flight.
+    bytes: Arc<Semaphore>,
+    units: u32,
+}
+
+impl StreamBudget {
+    fn new(window: usize, bytes: usize) -> Self {
+        let units = u32::try_from((bytes / BUDGET_UNIT).clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+        StreamBudget { window: window.max(1), bytes: Arc::new(Semaphore::new(units as usize)), units }
+    }
+
+    /// Waits until `bytes` more may be in flight; a request larger than the whole budget
+    /// waits for all of it. The permit gives them back when dropped.
+    async fn admit(bytes: Arc<Semaphore>, units: u32, size: usize) -> Option<OwnedSemaphorePermit> {
+        let wanted = u32::try_from(size / BUDGET_UNIT + 1).unwrap_or(u32::MAX).min(units);
+        // The semaphore belongs to this stream and is never closed.
+        bytes.acquire_many_owned(wanted).await.ok()
+    }
+}
+
+/// Answers each request of a stream with `solve`, in request order; the stream ends after
+/// the first error (the client's transport failing, or a failed answer), which becomes
+/// the call's status. The next request is read only while the `budget` allows (by count
+/// and by `weigh`t in bytes), so HTTP/2 flow control reaches the client.
 fn solve_in_order<Req, Resp, Fut>(
     requests: impl Stream<Item = Result<Req, Status>> + Send + 'static,
-    window: usize,
+    budget: StreamBudget,
+    weigh: impl Fn(&Req) -> usize + Send + 'static,
     mut solve: impl FnMut(Req) -> Fut + Send + 'static,
 ) -> ResponseStream<Resp>
 where
@@ -221,13 +269,33 @@ where
     Resp: Send + 'static,
     Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
 {
+    let StreamBudget { window, bytes, units } = budget;
     let answers = requests
-        .map(move |request| {
-            let answer = request.map(&mut solve);
-            async move { answer?.await }
+        .then(move |request| {
+            let size = request.as_ref().map_or(0, &weigh);
+            let admitted = StreamBudget::admit(Arc::clone(&bytes), units, size);
+            async move { (request, admitted.await) }
         })
-        .buffered(window.max(1));
+        .map(move |(request, admitted)| {
+            let answer = request.map(&mut solve);
+            async move {
+                let _admitted = admitted;
+                answer?.await
+            }
+        })
+        .buffered(window);
     Box::pin(stop_after_error(answers))
+}
+
+/// Roughly the memory a decoded problem holds; what admission counts.
+fn problem_bytes(problem: &pb::Problem) -> usize {
+    use pb::problem::Game as G;
+    let input = match &problem.game {
+        Some(G::SumGame(g)) => g.num.len(),
+        Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
+        Some(G::StoneGameIv(_)) | None => 0,
+    };
+    std::mem::size_of::<pb::Problem>() + problem.id.len() + input
 }
 
 /// Ends a response stream after its first error, which becomes the call's status.
@@ -241,4 +309,40 @@ fn stop_after_error<T>(
         });
         futures::future::ready(next)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Pulls through `solve_in_order` with answers that never come, and counts how many
+    /// requests it read from the client.
+    async fn requests_read(budget: StreamBudget, weight: usize) -> usize {
+        let read = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&read);
+        let requests = futures::stream::iter(0..1000).map(move |i| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Status>(i)
+        });
+        let never = |_| futures::future::pending::<Result<u32, Status>>();
+        let mut answers = solve_in_order(requests, budget, move |_| weight, never);
+        let _ = tokio::time::timeout(Duration::from_millis(50), answers.next()).await;
+        read.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn a_stream_reads_ahead_only_as_far_as_its_byte_budget() {
+        // Each request takes 3 units of 10: three are admitted, the fourth is read and waits.
+        let read = requests_read(StreamBudget::new(64, 10 * BUDGET_UNIT), 2 * BUDGET_UNIT).await;
+        assert_eq!(read, 4);
+    }
+
+    #[tokio::test]
+    async fn a_stream_reads_ahead_only_as_far_as_its_window() {
+        let read = requests_read(StreamBudget::new(5, usize::MAX), 1).await;
+        assert_eq!(read, 5);
+    }
 }

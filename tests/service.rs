@@ -364,3 +364,31 @@ async fn compressed_requests_and_responses_work() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_stream_budget_smaller_than_one_problem_still_answers_everything_in_order() {
+    use gamesolver::service::SolverConfig;
+    let solver = SolverConfig { stream_in_flight_bytes: 1, ..SolverConfig::default() };
+    let server = TestServer::start(ServerConfig { solver, ..ServerConfig::default() }).await;
+    let mut client = server.client().await;
+    let problems = mixed_problems(300);
+    let answers: Vec<_> = client
+        .solve_stream(futures::stream::iter(problems.clone()))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|a| a.unwrap())
+        .collect()
+        .await;
+    assert_matches_core(&problems, &answers);
+    let batches: Vec<_> = problems.chunks(70).map(|c| pb::ProblemBatch { problems: c.to_vec() }).collect();
+    let answers: Vec<pb::Solution> = client
+        .solve_batch_stream(futures::stream::iter(batches))
+        .await
+        .unwrap()
+        .into_inner()
+        .flat_map(|batch| futures::stream::iter(batch.unwrap().solutions))
+        .collect()
+        .await;
+    assert_matches_core(&problems, &answers);
+}

@@ -55,6 +55,10 @@ struct Args {
     /// Problems whose input is at most this many bytes/stones are solved inline.
     #[arg(long, default_value_t = SolverConfig::default().inline_work)]
     inline_work: usize,
+    /// Bytes of decoded problems one streaming call may have in flight before the server
+    /// stops reading from it (HTTP/2 flow control then holds the client back).
+    #[arg(long, default_value_t = SolverConfig::default().stream_in_flight_bytes)]
+    stream_in_flight_bytes: usize,
     /// Async worker threads (gRPC I/O, small problems); default: one per core.
     #[arg(long)]
     worker_threads: Option<std::num::NonZeroUsize>,
@@ -107,7 +111,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         shutdown_grace: seconds(args.shutdown_timeout, "shutdown-timeout")?,
         max_concurrent_streams: args.max_concurrent_streams,
         request_timeout: (!request_timeout.is_zero()).then_some(request_timeout),
-        solver: SolverConfig { inline_work: args.inline_work, ..SolverConfig::default() },
+        solver: SolverConfig {
+            inline_work: args.inline_work,
+            stream_in_flight_bytes: args.stream_in_flight_bytes,
+            ..SolverConfig::default()
+        },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
         http2_stream_window: args.http2_stream_window,
         http2_connection_window: args.http2_connection_window,
