@@ -61,7 +61,7 @@ pub enum InvalidLosingList {
 const SPOT_CHECK: u64 = 1 << 20;
 
 /// Checks that `losing` can be the P-positions below `covered`: sorted, in range, and
-/// equal to the definition on its first [`SPOT_CHECK`] numbers.
+/// equal to the definition on its first 2^20 numbers.
 pub fn check_losing_list(covered: u64, losing: &[u32]) -> Result<(), InvalidLosingList> {
     if covered > 1 << 32 {
         return Err(InvalidLosingList::TooLarge { covered });
