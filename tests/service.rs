@@ -7,10 +7,11 @@ use std::time::Duration;
 use common::{expected, TestServer};
 use futures::StreamExt;
 use gamesolver::games::StoneGameIvTable;
-use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::pb::{self, game_solver_client::GameSolverClient, problem::Game as G};
 use gamesolver::server::ServerConfig;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
 use tonic::Code;
 
 fn sum(id: &str, num: &str) -> pb::Problem {
@@ -129,6 +130,27 @@ fn assert_matches_core(problems: &[pb::Problem], answers: &[pb::Solution]) {
     }
 }
 
+/// Sends `problems` over `SolveStream` and collects the answers.
+async fn stream_answers(
+    client: &mut GameSolverClient<Channel>,
+    problems: &[pb::Problem],
+) -> Vec<pb::Solution> {
+    let answers = client.solve_stream(futures::stream::iter(problems.to_vec())).await.unwrap();
+    answers.into_inner().map(|a| a.unwrap()).collect().await
+}
+
+/// Sends `problems` over `SolveBatchStream` in batches of `per_batch`; collects the answers.
+async fn batch_stream_answers(
+    client: &mut GameSolverClient<Channel>,
+    problems: &[pb::Problem],
+    per_batch: usize,
+) -> Vec<pb::Solution> {
+    let batches: Vec<_> =
+        problems.chunks(per_batch).map(|c| pb::ProblemBatch { problems: c.to_vec() }).collect();
+    let answers = client.solve_batch_stream(futures::stream::iter(batches)).await.unwrap();
+    answers.into_inner().flat_map(|batch| futures::stream::iter(batch.unwrap().solutions)).collect().await
+}
+
 /// Problems of mixed sizes, so that some are solved inline and some on the pool.
 fn mixed_problems(count: usize) -> Vec<pb::Problem> {
     (0..count)
@@ -183,14 +205,7 @@ async fn solve_stream_keeps_request_order() {
     let server = TestServer::start(ServerConfig::default()).await;
     let mut client = server.client().await;
     let problems = mixed_problems(600);
-    let answers: Vec<_> = client
-        .solve_stream(futures::stream::iter(problems.clone()))
-        .await
-        .unwrap()
-        .into_inner()
-        .map(|a| a.unwrap())
-        .collect()
-        .await;
+    let answers = stream_answers(&mut client, &problems).await;
     assert_matches_core(&problems, &answers);
 }
 
@@ -199,16 +214,7 @@ async fn solve_batch_stream_keeps_batch_order() {
     let server = TestServer::start(ServerConfig::default()).await;
     let mut client = server.client().await;
     let problems = mixed_problems(3000);
-    let batches: Vec<_> =
-        problems.chunks(250).map(|chunk| pb::ProblemBatch { problems: chunk.to_vec() }).collect();
-    let answers: Vec<pb::Solution> = client
-        .solve_batch_stream(futures::stream::iter(batches))
-        .await
-        .unwrap()
-        .into_inner()
-        .flat_map(|batch| futures::stream::iter(batch.unwrap().solutions))
-        .collect()
-        .await;
+    let answers = batch_stream_answers(&mut client, &problems, 250).await;
     assert_matches_core(&problems, &answers);
 }
 
@@ -372,23 +378,8 @@ async fn a_stream_budget_smaller_than_one_problem_still_answers_everything_in_or
     let server = TestServer::start(ServerConfig { solver, ..ServerConfig::default() }).await;
     let mut client = server.client().await;
     let problems = mixed_problems(300);
-    let answers: Vec<_> = client
-        .solve_stream(futures::stream::iter(problems.clone()))
-        .await
-        .unwrap()
-        .into_inner()
-        .map(|a| a.unwrap())
-        .collect()
-        .await;
+    let answers = stream_answers(&mut client, &problems).await;
     assert_matches_core(&problems, &answers);
-    let batches: Vec<_> = problems.chunks(70).map(|c| pb::ProblemBatch { problems: c.to_vec() }).collect();
-    let answers: Vec<pb::Solution> = client
-        .solve_batch_stream(futures::stream::iter(batches))
-        .await
-        .unwrap()
-        .into_inner()
-        .flat_map(|batch| futures::stream::iter(batch.unwrap().solutions))
-        .collect()
-        .await;
+    let answers = batch_stream_answers(&mut client, &problems, 70).await;
     assert_matches_core(&problems, &answers);
 }
