@@ -92,9 +92,15 @@ fn ix_state(
 
 /// Stone Game IV: does the player to move win with `n` stones left?
 pub fn stone_game_iv_mover_wins(n: u64) -> bool {
-    let mut wins = vec![false; n as usize + 1];
-    for m in 1..=n as usize {
+    stone_game_iv_wins_below(n as usize + 1)[n as usize]
+}
+
+/// Stone Game IV for every pile below `end`, straight from the definition (the seeds'
+/// dynamic programme): entry n says whether the player to move with n stones wins.
+pub fn stone_game_iv_wins_below(end: usize) -> Vec<bool> {
+    let mut wins = vec![false; end];
+    for m in 1..end {
         wins[m] = (1..).map(|k| k * k).take_while(|&sq| sq <= m).any(|sq| !wins[m - sq]);
     }
-    wins[n as usize]
+    wins
 }

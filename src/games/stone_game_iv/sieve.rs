@@ -190,13 +190,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::games::exhaustive::stone_game_iv_wins_below;
 
-    /// The seeds' dynamic programme over every n, as the list of P-positions.
+    /// The plain definition over every n, as the list of P-positions.
     fn dense_losing_below(end: usize) -> Vec<u32> {
-        let mut wins = vec![false; end];
-        for n in 1..end {
-            wins[n] = (1..).map(|k| k * k).take_while(|&sq| sq <= n).any(|sq| !wins[n - sq]);
-        }
+        let wins = stone_game_iv_wins_below(end);
         (0..end).filter(|&n| !wins[n]).map(|n| n as u32).collect()
     }
 
