@@ -3,22 +3,16 @@
 //! The reading thread takes from the budget before it hands a batch on, and the writing
 //! thread gives it back once the batch's answers are on disk. Everything in between (the
 //! work queue, the in-flight windows, resends, the reorder buffer) is therefore bounded by
-//! one number, whatever the servers do. Both sides are plain threads, hence a condvar.
+//! one number, whatever the servers do. Both sides are plain threads: they block on
+//! tokio's semaphore (runtime-free) rather than on a semaphore of our own.
 
-use parking_lot::{Condvar, Mutex};
+use tokio::sync::Semaphore;
 
 /// A counting semaphore over bytes, for threads.
 #[derive(Debug)]
 pub struct Budget {
     capacity: usize,
-    state: Mutex<State>,
-    changed: Condvar,
-}
-
-#[derive(Debug)]
-struct State {
-    available: usize,
-    closed: bool,
+    bytes: Semaphore,
 }
 
 /// The budget was closed: the run is being abandoned.
@@ -27,45 +21,32 @@ struct State {
 pub struct Closed;
 
 impl Budget {
-    /// A budget of `capacity` bytes (at least 1).
+    /// A budget of `capacity` bytes (at least 1, at most 4 GiB).
     pub fn new(capacity: usize) -> Self {
-        let capacity = capacity.max(1);
-        Budget {
-            capacity,
-            state: Mutex::new(State { available: capacity, closed: false }),
-            changed: Condvar::new(),
-        }
+        let capacity = capacity.clamp(1, u32::MAX as usize);
+        Budget { capacity, bytes: Semaphore::new(capacity) }
     }
 
     /// Blocks until `amount` bytes are free and takes them; returns what was taken, which is
     /// capped at the capacity so that one huge batch can still go (alone).
     pub fn acquire(&self, amount: usize) -> Result<usize, Closed> {
         let amount = amount.min(self.capacity);
-        let mut state = self.state.lock();
-        loop {
-            if state.closed {
-                return Err(Closed);
-            }
-            if state.available >= amount {
-                state.available -= amount;
-                return Ok(amount);
-            }
-            self.changed.wait(&mut state);
-        }
+        // `capacity` fits a u32, so `amount` does too.
+        let permit =
+            futures::executor::block_on(self.bytes.acquire_many(amount as u32)).map_err(|_| Closed)?;
+        // Given back by `release`, from another thread, once the batch is written.
+        permit.forget();
+        Ok(amount)
     }
 
     /// Gives back `amount` bytes taken by [`Budget::acquire`].
     pub fn release(&self, amount: usize) {
-        let mut state = self.state.lock();
-        state.available = (state.available + amount).min(self.capacity);
-        drop(state);
-        self.changed.notify_all();
+        self.bytes.add_permits(amount);
     }
 
     /// Wakes every waiter with [`Closed`], now and from then on.
     pub fn close(&self) {
-        self.state.lock().closed = true;
-        self.changed.notify_all();
+        self.bytes.close();
     }
 }
 
