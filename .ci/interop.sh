@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/interop-venv"
-if [ ! -x "$venv/bin/python" ]; then
+if ! "$venv/bin/python" -c "import grpc_status, grpc_tools" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet grpcio grpcio-tools protobuf
+  "$venv/bin/pip" install --quiet grpcio grpcio-tools grpcio-status protobuf
 fi
 cargo build --quiet --bins
 server="$target/debug/gamesolver-server"

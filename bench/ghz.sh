@@ -127,14 +127,14 @@ generate_data() {
     # A 10^6-character Sum Game: 10^5 copies of a 10-character pattern with one '?'.
     awk 'BEGIN {
         s = "31415926?5"; while (length(s) < 1000000) s = s s;
-        printf "{\"id\":\"big\",\"sumGame\":{\"num\":\"%s\"}}\n", substr(s, 1, 1000000);
+        printf "{\"problem\":{\"id\":\"big\",\"sumGame\":{\"num\":\"%s\"}}}\n", substr(s, 1, 1000000);
     }' >"$work/data/sum-game-1e6.json"
 }
 
 # --- scenarios ------------------------------------------------------------------------
 # name | ghz arguments (the call, data and streaming flags) | problems per call
 scenarios() {
-    local d="$bench/data" g="$work/data" svc=gamesolver.v1.GameSolver
+    local d="$bench/data" g="$work/data" svc=gamesolver.v1.GameSolverService
     cat <<EOF
 health-check|--call grpc.health.v1.Health/Check -D $d/health.json -c $concurrency|0
 solve-small-fixed|--call $svc/Solve -D $d/solve-fixed.json -c $concurrency|1
@@ -164,7 +164,7 @@ run_scenario() {
 # Makes a few calls with ghz's debug log on, whose requests and responses the checker
 # compares with reference solutions.
 sample_answers() {
-    local d="$bench/data" g="$work/data" svc=gamesolver.v1.GameSolver
+    local d="$bench/data" g="$work/data" svc=gamesolver.v1.GameSolverService
     local dir="$work/answers"
     rm -rf "$dir" && mkdir -p "$dir"
     "$ghz" --insecure --call $svc/Solve -D "$d/solve-templated.json" -n 90 -c 1 --debug "$dir/solve.log" "$server_addr" >/dev/null

@@ -254,7 +254,7 @@ def check_pair(problem, raw_solution):
     solution = solution_of(raw_solution)
     expect(solution["error"] is None, "no error", problem, solution)
     expect(solution["id"] == problem.get("id", ""), "id echoed", problem, solution)
-    expect(solution["winner"] == ("ALICE" if solution["alice_wins"] else "BOB"), "winner field",
+    expect(solution["winner"] == ("WINNER_ALICE" if solution["alice_wins"] else "WINNER_BOB"), "winner field",
            problem, solution)
     if "sum_game" in problem:
         check_sum_game(problem["sum_game"].get("num", ""), solution)
@@ -267,15 +267,17 @@ def check_pair(problem, raw_solution):
 
 
 def check_request(request, response):
-    """One request message and its response: a problem or a batch of them."""
+    """One request message and its response: one problem or a batch of them."""
+    if "problem" in request or "solution" in response:
+        check_pair(request.get("problem", {}), response.get("solution", {}))
+        return 1
     if "problems" in request or "solutions" in response:
         problems, solutions = request.get("problems", []), response.get("solutions", [])
         expect(len(problems) == len(solutions), "one solution per problem", len(problems), len(solutions))
         for problem, solution in zip(problems, solutions):
             check_pair(problem, solution)
         return len(problems)
-    check_pair(request, response)
-    return 1
+    raise WrongAnswer(f"neither a problem nor a batch: {request}")
 
 
 def verify_log(path):

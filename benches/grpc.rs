@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures::StreamExt;
-use gamesolver::pb::{self, game_solver_client::GameSolverClient, problem::Game as G};
+use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient, problem::Game as G};
 use gamesolver::server::{self, ServerConfig};
 use tonic::transport::Channel;
 use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
@@ -32,9 +32,10 @@ fn grpc(c: &mut Criterion) {
         tokio::spawn(server::serve(listener, ServerConfig::default(), std::future::pending()));
         Channel::from_shared(url).unwrap().connect().await.unwrap()
     });
-    let solver = GameSolverClient::new(channel.clone());
+    let solver = GameSolverServiceClient::new(channel.clone());
     let health = HealthClient::new(channel);
-    let one = problems(3);
+    let one: Vec<_> =
+        problems(3).into_iter().map(|p| pb::SolveRequest { problem: Some(p), winner_only: false }).collect();
 
     let mut group = c.benchmark_group("unary");
     group.bench_function("health_check", |b| {
@@ -61,10 +62,15 @@ fn grpc(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| {
             let mut solver = solver.clone();
             let problems = batch.clone();
-            async move { solver.solve_batch(pb::ProblemBatch { problems }).await.unwrap() }
+            async move {
+                solver.solve_batch(pb::SolveBatchRequest { problems, winner_only: false }).await.unwrap()
+            }
         })
     });
-    let batches: Vec<_> = batch.chunks(100).map(|c| pb::ProblemBatch { problems: c.to_vec() }).collect();
+    let batches: Vec<_> = batch
+        .chunks(100)
+        .map(|c| pb::SolveBatchStreamRequest { problems: c.to_vec(), winner_only: false })
+        .collect();
     group.bench_function("solve_batch_stream_10x100", |b| {
         b.to_async(&runtime).iter(|| {
             let mut solver = solver.clone();
@@ -75,12 +81,16 @@ fn grpc(c: &mut Criterion) {
             }
         })
     });
+    let stream_requests: Vec<_> = batch
+        .iter()
+        .map(|p| pb::SolveStreamRequest { problem: Some(p.clone()), winner_only: false })
+        .collect();
     group.bench_function("solve_stream_1000", |b| {
         b.to_async(&runtime).iter(|| {
             let mut solver = solver.clone();
-            let problems = batch.clone();
+            let requests = stream_requests.clone();
             async move {
-                let answers = solver.solve_stream(futures::stream::iter(problems)).await.unwrap();
+                let answers = solver.solve_stream(futures::stream::iter(requests)).await.unwrap();
                 answers.into_inner().count().await
             }
         })

@@ -1,18 +1,30 @@
 //! Protobuf ⇄ domain conversions, and the one place where errors become wire errors.
 //!
-//! Every error a problem can meet maps to a gRPC code in [`ProblemError::code`]; the
-//! unary RPC turns that into a `tonic::Status`, the batch and streaming RPCs into the
-//! `error` field of a `Solution`, so both always agree.
+//! Every error a problem can meet maps, in one exhaustive `match` each, to a gRPC code, a
+//! stable AIP-193 reason, the request field to blame and the values that vary
+//! ([`ProblemError::code`], [`ProblemError::reason`], [`ProblemError::field`],
+//! [`ProblemError::metadata`]). The unary RPC sends them as `google.rpc.Status` details
+//! (`ErrorInfo` and `BadRequest`), the batch and streaming RPCs as the `error` of a
+//! `Solution`, so both always agree.
+
+use std::collections::HashMap;
 
 use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::games::{Game, Move, Outcome, Player, SolveError};
 use crate::pb;
 use crate::pool::PoolError;
 
+/// The `ErrorInfo.domain` of every error this server sends.
+pub const ERROR_DOMAIN: &str = "gamesolver.v1";
+
 /// Why one problem got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProblemError {
+    /// A request message without its `problem`.
+    #[error("request has no problem: set its problem field")]
+    MissingProblem,
     /// The `game` oneof is unset.
     #[error("problem has no game: set one of sumGame, stoneGameIx, stoneGameIv")]
     MissingGame,
@@ -28,8 +40,9 @@ impl ProblemError {
     /// The gRPC code of this error.
     pub fn code(&self) -> Code {
         match self {
-            ProblemError::MissingGame => Code::InvalidArgument,
-            ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
+            ProblemError::MissingProblem
+            | ProblemError::MissingGame
+            | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
                 Code::InvalidArgument
             }
             ProblemError::Solve(SolveError::OutOfRange { .. }) => Code::OutOfRange,
@@ -37,19 +50,97 @@ impl ProblemError {
             ProblemError::Pool(PoolError::Gone) => Code::Unavailable,
         }
     }
+
+    /// The stable, machine-readable reason (`ErrorInfo.reason`); the README lists them all.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ProblemError::MissingProblem => "MISSING_PROBLEM",
+            ProblemError::MissingGame => "NO_GAME",
+            ProblemError::Solve(SolveError::InvalidCharacter { .. }) => "INVALID_CHARACTER",
+            ProblemError::Solve(SolveError::OddLength { .. }) => "ODD_LENGTH",
+            ProblemError::Solve(SolveError::OutOfRange { .. }) => "PILE_ABOVE_LIMIT",
+            ProblemError::Pool(PoolError::Panicked(_)) => "SOLVER_PANICKED",
+            ProblemError::Pool(PoolError::Gone) => "SERVER_STOPPING",
+        }
+    }
+
+    /// The request field to blame, as a path from the request's `problem`
+    /// (a `BadRequest` field violation); `None` when the input is not at fault.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            ProblemError::MissingProblem => Some("problem"),
+            ProblemError::MissingGame => Some("problem.game"),
+            ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
+                Some("problem.sum_game.num")
+            }
+            ProblemError::Solve(SolveError::OutOfRange { .. }) => Some("problem.stone_game_iv.n"),
+            ProblemError::Pool(_) => None,
+        }
+    }
+
+    /// The values that vary from one occurrence to the next (`ErrorInfo.metadata`).
+    pub fn metadata(&self) -> HashMap<String, String> {
+        let pairs: Vec<(&str, String)> = match self {
+            ProblemError::Solve(SolveError::InvalidCharacter { index, found }) => {
+                vec![("index", index.to_string()), ("character", found.to_string())]
+            }
+            ProblemError::Solve(SolveError::OddLength { len }) => vec![("length", len.to_string())],
+            ProblemError::Solve(SolveError::OutOfRange { n, limit }) => {
+                vec![("n", n.to_string()), ("limit", limit.to_string())]
+            }
+            ProblemError::MissingProblem
+            | ProblemError::MissingGame
+            | ProblemError::Pool(PoolError::Panicked(_) | PoolError::Gone) => vec![],
+        };
+        pairs.into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
+    }
 }
 
 impl From<ProblemError> for Status {
     fn from(err: ProblemError) -> Self {
-        Status::new(err.code(), err.to_string())
+        let message = err.to_string();
+        let mut details = ErrorDetails::with_error_info(err.reason(), ERROR_DOMAIN, err.metadata());
+        if let Some(field) = err.field() {
+            details.add_bad_request_violation(field, message.clone());
+        }
+        Status::with_error_details(err.code(), message, details)
     }
 }
 
-impl From<ProblemError> for pb::Error {
+impl From<ProblemError> for pb::SolutionError {
     fn from(err: ProblemError) -> Self {
-        // Error.Code is numbered as the gRPC codes; one that is not listed reads UNKNOWN.
-        let code = pb::error::Code::try_from(err.code() as i32).unwrap_or(pb::error::Code::Unknown);
-        pb::Error { code: code.into(), message: err.to_string() }
+        wire_error(err.code(), err.reason(), err.field(), err.metadata(), err.to_string())
+    }
+}
+
+/// A `SolutionError` from its parts; the bulk client builds its own line errors with it.
+pub fn wire_error(
+    code: Code,
+    reason: &str,
+    field: Option<&str>,
+    metadata: HashMap<String, String>,
+    message: String,
+) -> pb::SolutionError {
+    // SolutionError.Code is numbered as the gRPC codes; one that is not listed reads UNKNOWN.
+    let code = pb::solution_error::Code::try_from(code as i32).unwrap_or(pb::solution_error::Code::Unknown);
+    pb::SolutionError {
+        code: code.into(),
+        message,
+        reason: reason.to_owned(),
+        field: field.unwrap_or_default().to_owned(),
+        metadata,
+    }
+}
+
+/// The start of tonic's message for a request above the decoding limit.
+const DECODE_LIMIT_MESSAGE: &str = "Error, decoded message length too large";
+
+/// The status grpc-go would send in place of `status`: `RESOURCE_EXHAUSTED` for a
+/// request above the message limit, `status` itself otherwise.
+pub fn over_limit_is_exhausted(status: Status) -> Status {
+    match status.code() == Code::OutOfRange && status.message().starts_with(DECODE_LIMIT_MESSAGE) {
+        true => Status::resource_exhausted(status.message()),
+        false => status,
     }
 }
 
@@ -63,6 +154,14 @@ pub fn problem(problem: pb::Problem) -> (String, Result<Game, ProblemError>) {
         None => Err(ProblemError::MissingGame),
     };
     (problem.id, game)
+}
+
+/// As [`problem`], for a request field that may be unset (`MISSING_PROBLEM`, with an empty id).
+pub fn required_problem(problem: Option<pb::Problem>) -> (String, Result<Game, ProblemError>) {
+    match problem {
+        Some(p) => self::problem(p),
+        None => (String::new(), Err(ProblemError::MissingProblem)),
+    }
 }
 
 impl From<Game> for pb::problem::Game {
@@ -115,22 +214,48 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
 mod tests {
     use super::*;
 
-    #[test]
-    fn error_codes_agree_between_status_and_solution() {
-        let errors = [
+    fn every_error() -> Vec<ProblemError> {
+        vec![
+            ProblemError::MissingProblem,
             ProblemError::MissingGame,
             SolveError::OddLength { len: 3 }.into(),
             SolveError::InvalidCharacter { index: 1, found: 'x' }.into(),
             SolveError::OutOfRange { n: 5, limit: 4 }.into(),
             PoolError::Panicked("boom".into()).into(),
             PoolError::Gone.into(),
-        ];
-        for err in errors {
+        ]
+    }
+
+    #[test]
+    fn status_details_and_solution_error_agree() {
+        for err in every_error() {
             let status = Status::from(err.clone());
-            let wire = pb::Error::from(err);
+            let wire = pb::SolutionError::from(err);
             assert_eq!(wire.code, status.code() as i32, "{}", status.message());
             assert_eq!(wire.message, status.message());
+            let details = status.get_error_details();
+            let info = details.error_info().expect("every status carries an ErrorInfo");
+            assert_eq!(info.reason, wire.reason);
+            assert_eq!(info.domain, ERROR_DOMAIN);
+            assert_eq!(info.metadata, wire.metadata);
+            let fields: Vec<_> = details
+                .bad_request()
+                .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
+                .unwrap_or_default();
+            assert_eq!(fields, if wire.field.is_empty() { vec![] } else { vec![wire.field.clone()] });
         }
+    }
+
+    #[test]
+    fn reasons_are_distinct_and_metadata_carries_the_values() {
+        let reasons: std::collections::HashSet<_> = every_error().iter().map(ProblemError::reason).collect();
+        assert_eq!(reasons.len(), every_error().len());
+        let err = ProblemError::from(SolveError::InvalidCharacter { index: 7, found: 'é' });
+        assert_eq!(err.metadata()["index"], "7");
+        assert_eq!(err.metadata()["character"], "é");
+        let err = ProblemError::from(SolveError::OutOfRange { n: 10_000_000_000, limit: 1_000_000_000 });
+        assert_eq!((err.code(), err.field()), (Code::OutOfRange, Some("problem.stone_game_iv.n")));
+        assert_eq!(err.metadata()["limit"], "1000000000");
     }
 
     #[test]
@@ -145,7 +270,9 @@ mod tests {
         let lost = solution("b".into(), Ok(Outcome::BOB));
         assert_eq!((lost.alice_wins, lost.winner), (false, pb::Winner::Bob as i32));
         let bad = solution("c".into(), Err(ProblemError::MissingGame));
-        assert_eq!(bad.error.map(|e| e.code), Some(pb::error::Code::InvalidArgument as i32));
+        let error = bad.error.expect("an error solution");
+        assert_eq!(error.code, pb::solution_error::Code::InvalidArgument as i32);
+        assert_eq!(error.reason, "NO_GAME");
         assert_eq!(bad.winner, pb::Winner::Unspecified as i32);
     }
 }

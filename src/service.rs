@@ -1,4 +1,4 @@
-//! The `GameSolver` gRPC service: a thin adapter over the solver core.
+//! The `GameSolverService` gRPC service: a thin adapter over the solver core.
 //!
 //! Small problems are solved inline on the async worker (cheaper than a hop to another
 //! thread); anything whose input exceeds [`SolverConfig::inline_work`] goes to the rayon
@@ -85,30 +85,35 @@ impl Solver {
         Ok(())
     }
 
-    /// Solves one game.
-    pub async fn solve(&self, game: Game) -> Result<Outcome, ProblemError> {
+    /// Solves one game; with `winner_only`, no winning move is looked for.
+    pub async fn solve(&self, game: Game, winner_only: bool) -> Result<Outcome, ProblemError> {
         if let Game::StoneGameIv(n) = game {
             self.prepare_iv(std::iter::once(n)).await?;
         }
         if game.work() <= self.config.inline_work {
-            return solve_guarded(&game, &self.iv_table);
+            return solve_guarded(&game, &self.iv_table, winner_only);
         }
         let table = Arc::clone(&self.iv_table);
-        pool::run(move |_| solve_guarded(&game, &table)).await?
+        pool::run(move |_| solve_guarded(&game, &table, winner_only)).await?
     }
 
-    /// Solves one wire problem into its wire solution; errors go into the solution.
-    pub async fn solve_problem(&self, problem: pb::Problem) -> pb::Solution {
-        let (id, game) = convert::problem(problem);
+    /// Solves one wire problem (which may be unset) into its wire solution; errors go
+    /// into the solution.
+    pub async fn solve_problem(&self, problem: Option<pb::Problem>, winner_only: bool) -> pb::Solution {
+        let (id, game) = convert::required_problem(problem);
         let result = match game {
-            Ok(game) => self.solve(game).await,
+            Ok(game) => self.solve(game, winner_only).await,
             Err(err) => Err(err),
         };
         convert::solution(id, result)
     }
 
     /// Solves a batch, one solution per problem in the same order.
-    pub async fn solve_batch(&self, problems: Vec<pb::Problem>) -> Result<Vec<pb::Solution>, PoolError> {
+    pub async fn solve_batch(
+        &self,
+        problems: Vec<pb::Problem>,
+        winner_only: bool,
+    ) -> Result<Vec<pb::Solution>, PoolError> {
         let mut problems: Vec<_> = problems.into_iter().map(convert::problem).collect();
         let piles = problems.iter().filter_map(|(_, game)| match game {
             Ok(Game::StoneGameIv(n)) => Some(*n),
@@ -124,8 +129,8 @@ impl Solver {
         }
 
         let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
-        let solve_one = |table: &StoneGameIvTable, (id, game): (String, Result<Game, ProblemError>)| {
-            let result = game.and_then(|game| solve_guarded(&game, table));
+        let solve_one = move |table: &StoneGameIvTable, (id, game): (String, Result<Game, ProblemError>)| {
+            let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
             convert::solution(id, result)
         };
         if work <= self.config.inline_work {
@@ -148,10 +153,13 @@ impl Solver {
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.
-fn solve_guarded(game: &Game, table: &StoneGameIvTable) -> Result<Outcome, ProblemError> {
-    catch_unwind(AssertUnwindSafe(|| game.solve(table)))
-        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))?
-        .map_err(Into::into)
+fn solve_guarded(game: &Game, table: &StoneGameIvTable, winner_only: bool) -> Result<Outcome, ProblemError> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| game.solve(table)))
+        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))??;
+    Ok(match winner_only {
+        true => Outcome { winning_move: None, ..outcome },
+        false => outcome,
+    })
 }
 
 /// The tonic service; cheap to clone.
@@ -174,56 +182,67 @@ fn pool_status(err: PoolError) -> Status {
 }
 
 #[tonic::async_trait]
-impl pb::game_solver_server::GameSolver for GameSolverService {
-    async fn solve(&self, request: Request<pb::Problem>) -> Result<Response<pb::Solution>, Status> {
-        let (id, game) = convert::problem(request.into_inner());
-        let outcome =
-            self.solver.solve(game?).await.inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
-        Ok(Response::new(convert::solution(id, Ok(outcome))))
+impl pb::game_solver_service_server::GameSolverService for GameSolverService {
+    async fn solve(&self, request: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
+        let pb::SolveRequest { problem, winner_only } = request.into_inner();
+        let (id, game) = convert::required_problem(problem);
+        let outcome = self
+            .solver
+            .solve(game?, winner_only)
+            .await
+            .inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
+        Ok(Response::new(pb::SolveResponse { solution: Some(convert::solution(id, Ok(outcome))) }))
     }
 
     async fn solve_batch(
         &self,
-        request: Request<pb::ProblemBatch>,
-    ) -> Result<Response<pb::SolutionBatch>, Status> {
-        let problems = request.into_inner().problems;
+        request: Request<pb::SolveBatchRequest>,
+    ) -> Result<Response<pb::SolveBatchResponse>, Status> {
+        let pb::SolveBatchRequest { problems, winner_only } = request.into_inner();
         tracing::debug!(problems = problems.len(), "SolveBatch");
-        let solutions = self.solver.solve_batch(problems).await.map_err(pool_status)?;
-        Ok(Response::new(pb::SolutionBatch { solutions }))
+        let solutions = self.solver.solve_batch(problems, winner_only).await.map_err(pool_status)?;
+        Ok(Response::new(pb::SolveBatchResponse { solutions }))
     }
 
-    type SolveStreamStream = ResponseStream<pb::Solution>;
+    type SolveStreamStream = ResponseStream<pb::SolveStreamResponse>;
 
     async fn solve_stream(
         &self,
-        request: Request<Streaming<pb::Problem>>,
+        request: Request<Streaming<pb::SolveStreamRequest>>,
     ) -> Result<Response<Self::SolveStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveStream opened");
         let solver = Arc::clone(&self.solver);
         let budget = StreamBudget::new(solver.config.stream_window, solver.config.stream_in_flight_bytes);
         let requests = request.into_inner();
-        Ok(Response::new(solve_in_order(requests, budget, problem_bytes, move |problem| {
+        let request_bytes =
+            |request: &pb::SolveStreamRequest| request.problem.as_ref().map_or(0, problem_bytes);
+        Ok(Response::new(solve_in_order(requests, budget, request_bytes, move |request| {
             let solver = Arc::clone(&solver);
-            async move { Ok(solver.solve_problem(problem).await) }
+            async move {
+                let solution = solver.solve_problem(request.problem, request.winner_only).await;
+                Ok(pb::SolveStreamResponse { solution: Some(solution) })
+            }
         })))
     }
 
-    type SolveBatchStreamStream = ResponseStream<pb::SolutionBatch>;
+    type SolveBatchStreamStream = ResponseStream<pb::SolveBatchStreamResponse>;
 
     async fn solve_batch_stream(
         &self,
-        request: Request<Streaming<pb::ProblemBatch>>,
+        request: Request<Streaming<pb::SolveBatchStreamRequest>>,
     ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "SolveBatchStream opened");
         let solver = Arc::clone(&self.solver);
         let budget = StreamBudget::new(solver.config.batch_window, solver.config.stream_in_flight_bytes);
         let requests = request.into_inner();
-        let batch_bytes = |batch: &pb::ProblemBatch| batch.problems.iter().map(problem_bytes).sum();
+        let batch_bytes =
+            |batch: &pb::SolveBatchStreamRequest| batch.problems.iter().map(problem_bytes).sum();
         Ok(Response::new(solve_in_order(requests, budget, batch_bytes, move |batch| {
             let solver = Arc::clone(&solver);
             async move {
-                let solutions = solver.solve_batch(batch.problems).await.map_err(pool_status)?;
-                Ok(pb::SolutionBatch { solutions })
+                let solutions =
+                    solver.solve_batch(batch.problems, batch.winner_only).await.map_err(pool_status)?;
+                Ok(pb::SolveBatchStreamResponse { solutions })
             }
         })))
     }
@@ -277,7 +296,7 @@ where
             async move { (request, admitted.await) }
         })
         .map(move |(request, admitted)| {
-            let answer = request.map(&mut solve);
+            let answer = request.map_err(convert::over_limit_is_exhausted).map(&mut solve);
             async move {
                 let _admitted = admitted;
                 answer?.await

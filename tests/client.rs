@@ -87,7 +87,7 @@ fn bad_lines_keep_their_place_and_exit_one() {
     let output = std::fs::read_to_string(&output).unwrap();
     let solutions: Vec<pb::Solution> = output.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(solutions.len(), lines.len());
-    let invalid = pb::error::Code::InvalidArgument as i32;
+    let invalid = pb::solution_error::Code::InvalidArgument as i32;
     for (i, solution) in solutions.iter().enumerate() {
         let code = solution.error.as_ref().map(|e| e.code);
         let (id, want) = match i % 500 {
@@ -169,8 +169,7 @@ fn resume_completes_a_cut_off_output() {
     let complete = std::fs::read(&output).unwrap();
 
     // Cut mid-line, as a killed run leaves it.
-    let cut = complete.len() * 2 / 5;
-    assert_ne!(complete[cut - 1], b'\n');
+    let cut = (complete.len() * 2 / 5..).find(|&at| complete[at - 1] != b'\n').unwrap();
     std::fs::write(&output, &complete[..cut]).unwrap();
     let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
     assert_eq!(status.code(), Some(0), "{stderr}");

@@ -12,7 +12,7 @@ use gamesolver::client::input::InputSource;
 use gamesolver::client::{self, ClientError, SolveConfig};
 use gamesolver::games::{stone_game_iv, StoneGameIvTable};
 use gamesolver::pb;
-use gamesolver::pb::game_solver_server::{GameSolver, GameSolverServer};
+use gamesolver::pb::game_solver_service_server::{GameSolverService, GameSolverServiceServer};
 use gamesolver::service::{Solver, SolverConfig};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -33,29 +33,32 @@ struct Flaky {
 type Answers<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 #[tonic::async_trait]
-impl GameSolver for Flaky {
-    async fn solve(&self, _: Request<pb::Problem>) -> Result<Response<pb::Solution>, Status> {
+impl GameSolverService for Flaky {
+    async fn solve(&self, _: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
         Err(Status::unimplemented("flaky test server"))
     }
 
-    async fn solve_batch(&self, _: Request<pb::ProblemBatch>) -> Result<Response<pb::SolutionBatch>, Status> {
+    async fn solve_batch(
+        &self,
+        _: Request<pb::SolveBatchRequest>,
+    ) -> Result<Response<pb::SolveBatchResponse>, Status> {
         Err(Status::unimplemented("flaky test server"))
     }
 
-    type SolveStreamStream = Answers<pb::Solution>;
+    type SolveStreamStream = Answers<pb::SolveStreamResponse>;
 
     async fn solve_stream(
         &self,
-        _: Request<Streaming<pb::Problem>>,
+        _: Request<Streaming<pb::SolveStreamRequest>>,
     ) -> Result<Response<Self::SolveStreamStream>, Status> {
         Err(Status::unimplemented("flaky test server"))
     }
 
-    type SolveBatchStreamStream = Answers<pb::SolutionBatch>;
+    type SolveBatchStreamStream = Answers<pb::SolveBatchStreamResponse>;
 
     async fn solve_batch_stream(
         &self,
-        request: Request<Streaming<pb::ProblemBatch>>,
+        request: Request<Streaming<pb::SolveBatchStreamRequest>>,
     ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
         let broken = self.calls.fetch_add(1, Ordering::SeqCst) < self.broken_calls;
         let (solver, answered, code) = (Arc::clone(&self.solver), self.answered, self.code);
@@ -69,8 +72,8 @@ impl GameSolver for Flaky {
                     let _ = answers.send(Err(Status::new(code, "flaky test server breaks the call"))).await;
                     return;
                 }
-                let solutions = solver.solve_batch(batch.problems).await.expect("solve");
-                if answers.send(Ok(pb::SolutionBatch { solutions })).await.is_err() {
+                let solutions = solver.solve_batch(batch.problems, batch.winner_only).await.expect("solve");
+                if answers.send(Ok(pb::SolveBatchStreamResponse { solutions })).await.is_err() {
                     return;
                 }
                 count += 1;
@@ -94,7 +97,7 @@ async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(GameSolverServer::new(flaky))
+            .add_service(GameSolverServiceServer::new(flaky))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
     url

@@ -5,17 +5,17 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::ServerProcess;
+use common::{solve, ServerProcess};
 
-use gamesolver::pb::{self, game_solver_client::GameSolverClient};
+use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
 
 #[tokio::test]
 async fn prints_its_address_serves_and_exits_zero_on_sigterm() {
     let mut server = ServerProcess::start("127.0.0.1:0", &[]);
-    let mut client = GameSolverClient::connect(server.url()).await.unwrap();
+    let mut client = GameSolverServiceClient::connect(server.url()).await.unwrap();
     let problem =
         pb::Problem { id: "p".into(), game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n: 2 })) };
-    let answer = client.solve(problem).await.unwrap().into_inner();
+    let answer = solve(&mut client, problem).await.unwrap();
     assert_eq!(answer.winner, pb::Winner::Bob as i32);
     server.signal("TERM");
     assert_eq!(server.wait_exit().await.code(), Some(0));
@@ -61,14 +61,14 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
     bytes[middle] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
     let mut server = ServerProcess::start("127.0.0.1:0", &flags);
-    let mut client = GameSolverClient::connect(server.url()).await.unwrap();
+    let mut client = GameSolverServiceClient::connect(server.url()).await.unwrap();
     let table = gamesolver::games::StoneGameIvTable::new(1_000_000);
     for n in [299_999u64, 123_456, 250_001, 2] {
         let problem = pb::Problem {
             id: n.to_string(),
             game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n })),
         };
-        let answer = client.solve(problem).await.unwrap().into_inner();
+        let answer = solve(&mut client, problem).await.unwrap();
         let expected = gamesolver::games::Game::StoneGameIv(n).solve(&table).unwrap();
         assert_eq!(answer.alice_wins, expected.alice_wins(), "n = {n}");
     }

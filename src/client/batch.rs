@@ -8,7 +8,11 @@
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use crate::convert::ProblemError;
+use std::collections::HashMap;
+
+use tonic::Code;
+
+use crate::convert::{self, ProblemError};
 use crate::pb;
 
 /// Why one input line is not a problem; it becomes that line's `error`.
@@ -42,13 +46,28 @@ pub enum LineError {
     },
 }
 
-impl From<LineError> for pb::Error {
+impl From<LineError> for pb::SolutionError {
     fn from(err: LineError) -> Self {
-        let code = match &err {
-            LineError::Problem { source, .. } => return pb::Error::from(source.clone()),
-            LineError::Json { .. } | LineError::TooLong { .. } => pb::error::Code::InvalidArgument,
+        let (reason, mut metadata) = match &err {
+            LineError::Problem { source, .. } => (source.reason(), source.metadata()),
+            LineError::Json { .. } => ("INVALID_JSON", HashMap::new()),
+            LineError::TooLong { len, limit, .. } => (
+                "LINE_TOO_LONG",
+                HashMap::from([
+                    ("length".to_owned(), len.to_string()),
+                    ("limit".to_owned(), limit.to_string()),
+                ]),
+            ),
         };
-        pb::Error { code: code.into(), message: err.to_string() }
+        let (LineError::Problem { line, .. }
+        | LineError::Json { line, .. }
+        | LineError::TooLong { line, .. }) = &err;
+        metadata.insert("line".to_owned(), line.to_string());
+        let field = match &err {
+            LineError::Problem { source, .. } => source.field(),
+            LineError::Json { .. } | LineError::TooLong { .. } => None,
+        };
+        convert::wire_error(Code::InvalidArgument, reason, field, metadata, err.to_string())
     }
 }
 
@@ -110,13 +129,13 @@ fn id_of_bad_line(line: &[u8], number: u64) -> String {
         .unwrap_or_else(|| number.to_string())
 }
 
-/// A batch on its way: the encoded `ProblemBatch` and what is needed to put its answers
+/// A batch on its way: the encoded `SolveBatchStreamRequest` and what is needed to put its answers
 /// back in place.
 #[derive(Debug, Clone)]
 pub struct Batch {
     /// Position in the run, from 0; output is written in this order.
     pub seq: u64,
-    /// Encoded `ProblemBatch` of the lines that are problems (empty when none are).
+    /// Encoded `SolveBatchStreamRequest` of the lines that are problems (empty when none are).
     pub payload: Bytes,
     /// How many problems `payload` holds.
     pub problems: usize,
@@ -172,8 +191,8 @@ impl BatchBuilder {
     }
 
     fn add_problem(&mut self, problem: &pb::Problem) {
-        // Field 1 of ProblemBatch, length-delimited: the same bytes prost writes for
-        // `ProblemBatch { problems }`, without collecting the problems first.
+        // Field 1 of SolveBatchStreamRequest, length-delimited: the same bytes prost writes
+        // for `SolveBatchStreamRequest { problems, .. }`, without collecting the problems first.
         let len = problem.encoded_len();
         self.reserve_for(len);
         prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.payload);
@@ -247,7 +266,12 @@ mod tests {
         assert_eq!(err.to_string(), "line 4: not a problem: expected ident at column 2");
         let (id, err) = parse_problem(br#"{"id":"g"}"#, 5).unwrap_err();
         assert_eq!(id, "g");
-        assert_eq!(pb::Error::from(err).code, pb::error::Code::InvalidArgument as i32);
+        let wire = pb::SolutionError::from(err);
+        assert_eq!(wire.code, pb::solution_error::Code::InvalidArgument as i32);
+        assert_eq!((wire.reason.as_str(), wire.field.as_str()), ("NO_GAME", "problem.game"));
+        assert_eq!(wire.metadata["line"], "5");
+        let (_, err) = parse_problem(b"{", 6).unwrap_err();
+        assert_eq!(pb::SolutionError::from(err).reason, "INVALID_JSON");
     }
 
     #[test]
@@ -259,7 +283,7 @@ mod tests {
         let batch = builder.push_line(p(3).as_bytes(), 3, 42).unwrap();
         assert_eq!((batch.seq, batch.lines, batch.problems, batch.input_offset), (0, 3, 2, 42));
         assert_eq!(batch.rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [1]);
-        let decoded = pb::ProblemBatch::decode(batch.payload).unwrap();
+        let decoded = pb::SolveBatchStreamRequest::decode(batch.payload).unwrap();
         assert_eq!(decoded.problems.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["1", "3"]);
         assert!(builder.finish(0).is_none());
         assert_eq!(builder.push_line(p(4).as_bytes(), 4, 0).map(|b| b.seq), None);

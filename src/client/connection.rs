@@ -22,9 +22,10 @@ use tonic::{Code, Status};
 use crate::client::batch::Batch;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
+use crate::pb;
 
-/// The bulk RPC, as its HTTP/2 path.
-const SOLVE_BATCH_STREAM: &str = "/gamesolver.v1.GameSolver/SolveBatchStream";
+/// The bulk RPC's method name; its HTTP/2 path is `/{SERVICE_NAME}/{SOLVE_BATCH_STREAM}`.
+const SOLVE_BATCH_STREAM: &str = "SolveBatchStream";
 
 /// First wait after a failure; doubled after each failure in a row, up to the maximum.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -243,7 +244,8 @@ async fn attempt(
     let mut sender = Some(sender);
     send(&sender, &first);
     window.push_back(first);
-    let path = tonic::codegen::http::uri::PathAndQuery::from_static(SOLVE_BATCH_STREAM);
+    let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
+    let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
     let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
     let mut answers = call.await.map_err(Failure::Status)?.into_inner();
 

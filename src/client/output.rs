@@ -14,8 +14,11 @@ use std::io::{self, Write};
 use prost::bytes::Bytes;
 use prost::Message;
 
+use tonic::Code;
+
 use crate::client::batch::Batch;
 use crate::client::input::InputError;
+use crate::convert;
 use crate::pb;
 
 /// Why the output could not be written.
@@ -34,7 +37,7 @@ pub enum OutputError {
         /// Solutions received.
         got: usize,
     },
-    /// A server answer is not a valid `SolutionBatch`.
+    /// A server answer is not a valid `SolveBatchStreamResponse`.
     #[error("server answer to batch {seq} does not decode: {source}")]
     Decode {
         /// The batch's position.
@@ -44,7 +47,7 @@ pub enum OutputError {
     },
 }
 
-/// A batch with its encoded `SolutionBatch` (empty when no line of it was a problem).
+/// A batch with its encoded `SolveBatchStreamResponse` (empty when no line of it was a problem).
 #[derive(Debug)]
 pub struct Answered {
     /// The batch that was sent.
@@ -125,8 +128,8 @@ impl<W: Write> SolutionWriter<W> {
     fn write_batch(&mut self, answered: Answered) -> Result<Written, OutputError> {
         let Answered { batch, solutions } = answered;
         let seq = batch.seq;
-        let decoded =
-            pb::SolutionBatch::decode(solutions).map_err(|source| OutputError::Decode { seq, source })?;
+        let decoded = pb::SolveBatchStreamResponse::decode(solutions)
+            .map_err(|source| OutputError::Decode { seq, source })?;
         if decoded.solutions.len() != batch.problems {
             return Err(OutputError::Mismatch {
                 seq,
@@ -171,10 +174,13 @@ pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
         out.truncate(start);
         let unwritable = pb::Solution {
             id: solution.id.clone(),
-            error: Some(pb::Error {
-                code: pb::error::Code::Unknown.into(),
-                message: format!("cannot write the server's answer as JSON: {err}"),
-            }),
+            error: Some(convert::wire_error(
+                Code::Unknown,
+                "UNWRITABLE_ANSWER",
+                None,
+                Default::default(),
+                format!("cannot write the server's answer as JSON: {err}"),
+            )),
             ..Default::default()
         };
         // Every field of this one has a name: it cannot fail.
@@ -215,9 +221,12 @@ mod tests {
             won(G::StoneGameIv(pb::StoneGameIvMove { take: 4 })),
             pb::Solution {
                 id: "e".into(),
-                error: Some(pb::Error {
-                    code: pb::error::Code::OutOfRange.into(),
+                error: Some(pb::SolutionError {
+                    code: pb::solution_error::Code::OutOfRange.into(),
                     message: "n \"big\"".into(),
+                    reason: "PILE_ABOVE_LIMIT".into(),
+                    field: "problem.stone_game_iv.n".into(),
+                    metadata: [("limit".to_owned(), "9".to_owned())].into(),
                 }),
                 ..Default::default()
             },
@@ -236,11 +245,12 @@ mod tests {
 
     #[test]
     fn answered_lines_always_say_who_wins() {
-        assert_eq!(json(&samples()[0]), "{\"id\":\"b\",\"aliceWins\":false,\"winner\":\"BOB\"}\n");
+        assert_eq!(json(&samples()[0]), "{\"id\":\"b\",\"aliceWins\":false,\"winner\":\"WINNER_BOB\"}\n");
         assert_eq!(
             json(&samples()[5]),
             "{\"id\":\"e\",\"aliceWins\":false,\"winner\":\"WINNER_UNSPECIFIED\",\
-             \"error\":{\"code\":\"OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\"}}\n"
+             \"error\":{\"code\":\"CODE_OUT_OF_RANGE\",\"message\":\"n \\\"big\\\"\",\
+             \"reason\":\"PILE_ABOVE_LIMIT\",\"field\":\"problem.stone_game_iv.n\",\"metadata\":{\"limit\":\"9\"}}}\n"
         );
     }
 
@@ -249,7 +259,7 @@ mod tests {
         let newer = pb::Solution { id: "f".into(), winner: 9, ..Default::default() };
         let parsed: pb::Solution = serde_json::from_str(&json(&newer)).unwrap();
         assert_eq!(parsed.id, "f");
-        assert_eq!(parsed.error.map(|e| e.code), Some(pb::error::Code::Unknown as i32));
+        assert_eq!(parsed.error.map(|e| e.code), Some(pb::solution_error::Code::Unknown as i32));
     }
 
     fn batch(seq: u64, problems: usize, rejected: Vec<(usize, pb::Solution)>) -> Batch {
@@ -267,13 +277,17 @@ mod tests {
     fn answer(ids: &[&str]) -> Bytes {
         let solutions =
             ids.iter().map(|id| pb::Solution { id: (*id).into(), ..Default::default() }).collect();
-        pb::SolutionBatch { solutions }.encode_to_vec().into()
+        pb::SolveBatchStreamResponse { solutions }.encode_to_vec().into()
     }
 
     #[test]
     fn batches_are_written_in_order_with_rejected_lines_in_place() {
         let mut writer = SolutionWriter::new(Vec::new());
-        let bad = pb::Solution { id: "bad".into(), error: Some(pb::Error::default()), ..Default::default() };
+        let bad = pb::Solution {
+            id: "bad".into(),
+            error: Some(pb::SolutionError::default()),
+            ..Default::default()
+        };
         let mut written = Vec::new();
         let first = Answered { batch: batch(0, 2, vec![(1, bad)]), solutions: answer(&["1", "3"]) };
         let second = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };

@@ -13,11 +13,20 @@ use gamesolver::convert;
 use gamesolver::games::{stone_game_iv, StoneGameIvTable};
 use gamesolver::pb;
 
-use gamesolver::pb::game_solver_client::GameSolverClient;
+use gamesolver::pb::game_solver_service_client::GameSolverServiceClient;
 use gamesolver::server::{self, ServerConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
+
+/// A client of the solver service.
+pub type Client = GameSolverServiceClient<Channel>;
+
+/// Calls `Solve` on one problem and unwraps the response's solution.
+pub async fn solve(client: &mut Client, problem: pb::Problem) -> Result<pb::Solution, tonic::Status> {
+    let request = pb::SolveRequest { problem: Some(problem), winner_only: false };
+    Ok(client.solve(request).await?.into_inner().solution.expect("a response has its solution"))
+}
 
 /// A running in-process server; dropping it without `stop` aborts nothing, the runtime does.
 pub struct TestServer {
@@ -46,8 +55,8 @@ impl TestServer {
         Channel::from_shared(self.url()).unwrap().connect().await.expect("connect to test server")
     }
 
-    pub async fn client(&self) -> GameSolverClient<Channel> {
-        GameSolverClient::new(self.channel().await)
+    pub async fn client(&self) -> Client {
+        GameSolverServiceClient::new(self.channel().await)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX)
     }

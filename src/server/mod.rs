@@ -15,15 +15,17 @@ use tonic_health::ServingStatus;
 
 use crate::games::StoneGameIvTable;
 use crate::pb;
-use crate::pb::game_solver_server::GameSolverServer;
+use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::{GameSolverService, Solver, SolverConfig};
+
+mod grpc_codes;
 
 /// Default limit of one gRPC message, each way: room for a 10^7-character Sum Game
 /// (or 8·10^6 stones) with headroom.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-/// The service name that health checks and reflection report.
-pub const SERVICE_NAME: &str = "gamesolver.v1.GameSolver";
+/// The service name that health checks and reflection report (the generated constant).
+pub use crate::pb::game_solver_service_server::SERVICE_NAME;
 
 /// Everything `serve` needs besides the listener.
 #[derive(Debug, Clone)]
@@ -34,7 +36,8 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// HTTP/2 streams (calls) allowed at once on one connection.
     pub max_concurrent_streams: u32,
-    /// Upper bound on any call's duration; a client's shorter `grpc-timeout` wins.
+    /// Upper bound on any call's duration (`DEADLINE_EXCEEDED` when it runs out); a
+    /// client's shorter `grpc-timeout` wins.
     pub request_timeout: Option<Duration>,
     /// Fan-out tuning.
     pub solver: SolverConfig,
@@ -85,7 +88,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let solver = Arc::new(Solver::new(Arc::clone(&config.iv_table), config.solver.clone()));
-    let mut solver_service = GameSolverServer::new(GameSolverService::new(solver))
+    let mut solver_service = GameSolverServiceServer::new(GameSolverService::new(solver))
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes)
         .accept_compressed(CompressionEncoding::Gzip)
@@ -124,10 +127,8 @@ pub async fn serve(
         .initial_stream_window_size(config.http2_stream_window)
         .initial_connection_window_size(config.http2_connection_window)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)));
-    if let Some(timeout) = config.request_timeout {
-        builder = builder.timeout(timeout);
-    }
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .layer(grpc_codes::GrpcCodesLayer { request_timeout: config.request_timeout });
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = builder
         .add_service(health_service)

@@ -1,0 +1,507 @@
+// Command interop is a second, independent client of gamesolver: grpc-go and the Go
+// protobuf runtime, with stubs that buf generates from the proto file as it is. It checks
+// what a Go user of the contract relies on, and exits 1 with a message on any mismatch.
+//
+//	interop check ADDR PROBLEMS.jsonl   read the file with protojson (one Problem a line;
+//	                                    lines it refuses are counted and skipped); the four
+//	                                    RPCs must agree exactly, and bad problems must get
+//	                                    AIP-193 rich errors (unary) and the same code,
+//	                                    reason, field and metadata in Solution.error
+//	interop message-limit ADDR BYTES    against a server started with --max-message-bytes
+//	                                    BYTES: a larger request is RESOURCE_EXHAUSTED
+//	interop deadline ADDR               against a cold server started with
+//	                                    --request-timeout 0.05: a slow Solve is
+//	                                    DEADLINE_EXCEEDED, a quick one is answered
+//
+// .ci/interop-go.sh generates the stubs, starts the servers and runs all three.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/gamesolver/gamesolver/gen/go/gamesolver/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// errorDomain is ErrorInfo.domain for every error of the service.
+const errorDomain = "gamesolver.v1"
+
+// callTimeout bounds every call the checks make, so that a hung server fails the run.
+const callTimeout = 60 * time.Second
+
+// batchStreamChunk is the number of problems a SolveBatchStream request carries: small and
+// odd, so that the file makes many batches and the last one is short.
+const batchStreamChunk = 7
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("interop-go: ")
+	if len(os.Args) < 3 {
+		log.Fatal("usage: interop check ADDR PROBLEMS.jsonl | message-limit ADDR BYTES | deadline ADDR")
+	}
+	conn, err := grpc.NewClient(os.Args[2], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewGameSolverServiceClient(conn)
+
+	var summary string
+	switch cmd, args := os.Args[1], os.Args[3:]; {
+	case cmd == "check" && len(args) == 1:
+		summary, err = check(client, args[0])
+	case cmd == "message-limit" && len(args) == 1:
+		var limit int
+		if limit, err = strconv.Atoi(args[0]); err == nil {
+			summary, err = checkMessageLimit(client, limit)
+		}
+	case cmd == "deadline" && len(args) == 0:
+		summary, err = checkDeadline(client)
+	default:
+		err = fmt.Errorf("unknown command or wrong arguments: %s", strings.Join(os.Args[1:], " "))
+	}
+	if err != nil {
+		conn.Close()
+		log.Fatal(err)
+	}
+	fmt.Println("interop-go: " + summary)
+}
+
+// check runs the agreement check on the problems of path, then the rich-error cases.
+func check(client pb.GameSolverServiceClient, path string) (string, error) {
+	problems, refused, err := readProblems(path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkAgreement(client, problems); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	for _, c := range badCases() {
+		if err := checkBadCase(client, c); err != nil {
+			return "", fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return fmt.Sprintf("%s: %d problems (%d lines refused by protojson): Solve, SolveBatch, "+
+		"SolveStream and SolveBatchStream agree, winner_only too; %d bad-problem cases carry the "+
+		"expected rich errors", path, len(problems), refused, len(badCases())), nil
+}
+
+// readProblems parses one Problem a line with protojson, the reference JSON mapping. A line
+// it refuses is counted and skipped; a missing id becomes the line number, as the bulk
+// client does.
+func readProblems(path string) (problems []*pb.Problem, refused int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	lines := bufio.NewScanner(f)
+	lines.Buffer(nil, 64<<20)
+	for number := 1; lines.Scan(); number++ {
+		problem := &pb.Problem{}
+		if err := protojson.Unmarshal(lines.Bytes(), problem); err != nil {
+			refused++
+			continue
+		}
+		if problem.Id == "" {
+			problem.Id = strconv.Itoa(number)
+		}
+		problems = append(problems, problem)
+	}
+	return problems, refused, lines.Err()
+}
+
+// checkAgreement solves every problem through the four RPCs, and once more through
+// SolveBatch with winner_only; all must give the same solutions. A problem that Solve
+// rejects must get, from the others, the error its status details describe.
+func checkAgreement(client pb.GameSolverServiceClient, problems []*pb.Problem) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+
+	unary := make([]*pb.Solution, len(problems))
+	for i, p := range problems {
+		resp, err := client.Solve(ctx, &pb.SolveRequest{Problem: p})
+		if err != nil {
+			solutionError, detailsErr := solutionErrorOf(err)
+			if detailsErr != nil {
+				return fmt.Errorf("Solve of problem %q: %w", p.Id, detailsErr)
+			}
+			unary[i] = &pb.Solution{Id: p.Id, Error: solutionError}
+			continue
+		}
+		if resp.Solution.GetError() != nil {
+			return fmt.Errorf("Solve of problem %q: an answer with error set: %s", p.Id, show(resp))
+		}
+		unary[i] = resp.Solution
+	}
+
+	batch, err := client.SolveBatch(ctx, &pb.SolveBatchRequest{Problems: problems})
+	if err != nil {
+		return fmt.Errorf("SolveBatch: %w", err)
+	}
+	if err := sameSolutions("SolveBatch", batch.Solutions, unary); err != nil {
+		return err
+	}
+
+	streamRequests := make([]*pb.SolveStreamRequest, len(problems))
+	for i, p := range problems {
+		streamRequests[i] = &pb.SolveStreamRequest{Problem: p}
+	}
+	streamResponses, err := solveStream(ctx, client, streamRequests)
+	if err != nil {
+		return fmt.Errorf("SolveStream: %w", err)
+	}
+	stream := make([]*pb.Solution, len(streamResponses))
+	for i, r := range streamResponses {
+		stream[i] = r.Solution
+	}
+	if err := sameSolutions("SolveStream", stream, unary); err != nil {
+		return err
+	}
+
+	var batches []*pb.SolveBatchStreamRequest
+	for start := 0; start < len(problems); start += batchStreamChunk {
+		end := min(start+batchStreamChunk, len(problems))
+		batches = append(batches, &pb.SolveBatchStreamRequest{Problems: problems[start:end]})
+	}
+	batchResponses, err := solveBatchStream(ctx, client, batches)
+	if err != nil {
+		return fmt.Errorf("SolveBatchStream: %w", err)
+	}
+	if len(batchResponses) != len(batches) {
+		return fmt.Errorf("SolveBatchStream: %d responses for %d requests", len(batchResponses), len(batches))
+	}
+	var batchStream []*pb.Solution
+	for i, r := range batchResponses {
+		if len(r.Solutions) != len(batches[i].Problems) {
+			return fmt.Errorf("SolveBatchStream: response %d has %d solutions for %d problems",
+				i, len(r.Solutions), len(batches[i].Problems))
+		}
+		batchStream = append(batchStream, r.Solutions...)
+	}
+	if err := sameSolutions("SolveBatchStream", batchStream, unary); err != nil {
+		return err
+	}
+
+	winnersOnly, err := client.SolveBatch(ctx, &pb.SolveBatchRequest{Problems: problems, WinnerOnly: true})
+	if err != nil {
+		return fmt.Errorf("SolveBatch with winner_only: %w", err)
+	}
+	withoutMoves := make([]*pb.Solution, len(unary))
+	for i, s := range unary {
+		withoutMoves[i] = proto.CloneOf(s)
+		withoutMoves[i].WinningMove = nil
+	}
+	return sameSolutions("SolveBatch with winner_only (against Solve without its moves)",
+		winnersOnly.Solutions, withoutMoves)
+}
+
+// sameSolutions reports the first solution of got that differs from want.
+func sameSolutions(rpc string, got, want []*pb.Solution) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: %d solutions for %d problems", rpc, len(got), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			return fmt.Errorf("%s disagrees with Solve on problem %d (id %q):\n  got  %s\n  want %s",
+				rpc, i, want[i].GetId(), show(got[i]), show(want[i]))
+		}
+	}
+	return nil
+}
+
+// badCase is a request that must fail, and the error it must fail with.
+type badCase struct {
+	name    string
+	request *pb.SolveRequest
+	want    *pb.SolutionError // Message is not compared: it is for people
+}
+
+// badCases are the bad problems of the contract, one per reason a client can cause.
+func badCases() []badCase {
+	sum := func(num string) *pb.Problem {
+		return &pb.Problem{Id: "bad", Game: &pb.Problem_SumGame{SumGame: &pb.SumGame{Num: num}}}
+	}
+	return []badCase{{
+		name:    "sumGame 12x4",
+		request: &pb.SolveRequest{Problem: sum("12x4")},
+		want: &pb.SolutionError{
+			Code: pb.SolutionError_CODE_INVALID_ARGUMENT, Reason: "INVALID_CHARACTER",
+			Field: "problem.sum_game.num", Metadata: map[string]string{"index": "2", "character": "x"},
+		},
+	}, {
+		name:    "sumGame 123",
+		request: &pb.SolveRequest{Problem: sum("123")},
+		want: &pb.SolutionError{
+			Code: pb.SolutionError_CODE_INVALID_ARGUMENT, Reason: "ODD_LENGTH",
+			Field: "problem.sum_game.num", Metadata: map[string]string{"length": "3"},
+		},
+	}, {
+		name:    "problem without a game",
+		request: &pb.SolveRequest{Problem: &pb.Problem{Id: "bad"}},
+		want: &pb.SolutionError{
+			Code: pb.SolutionError_CODE_INVALID_ARGUMENT, Reason: "NO_GAME", Field: "problem.game",
+		},
+	}, {
+		name:    "request without a problem",
+		request: &pb.SolveRequest{},
+		want: &pb.SolutionError{
+			Code: pb.SolutionError_CODE_INVALID_ARGUMENT, Reason: "MISSING_PROBLEM", Field: "problem",
+		},
+	}, {
+		name: "stoneGameIv n=10^10",
+		request: &pb.SolveRequest{Problem: &pb.Problem{
+			Id: "bad", Game: &pb.Problem_StoneGameIv{StoneGameIv: &pb.StoneGameIv{N: 10_000_000_000}},
+		}},
+		want: &pb.SolutionError{
+			Code: pb.SolutionError_CODE_OUT_OF_RANGE, Reason: "PILE_ABOVE_LIMIT", Field: "problem.stone_game_iv.n",
+			Metadata: map[string]string{"n": "10000000000", "limit": "1000000000"},
+		},
+	}}
+}
+
+// checkBadCase sends the case through Solve (the status and its details) and through the
+// batch and streaming RPCs between two good problems (Solution.error, the others answered).
+func checkBadCase(client pb.GameSolverServiceClient, c badCase) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+
+	resp, err := client.Solve(ctx, c.request)
+	if err == nil {
+		return fmt.Errorf("Solve succeeded: %s", show(resp))
+	}
+	got, err := solutionErrorOf(err)
+	if err != nil {
+		return fmt.Errorf("Solve: %w", err)
+	}
+	if err := sameError("Solve's status", got, c.want); err != nil {
+		return err
+	}
+
+	good := &pb.Problem{Id: "good", Game: &pb.Problem_StoneGameIv{StoneGameIv: &pb.StoneGameIv{N: 1}}}
+	var wantId string
+	if c.request.Problem != nil {
+		wantId = c.request.Problem.Id
+	}
+	answers := map[string][]*pb.Solution{}
+
+	// A batch cannot hold an unset problem: MISSING_PROBLEM exists only for Solve and SolveStream.
+	if c.request.Problem != nil {
+		problems := []*pb.Problem{good, c.request.Problem, good}
+		batch, err := client.SolveBatch(ctx, &pb.SolveBatchRequest{Problems: problems})
+		if err != nil {
+			return fmt.Errorf("SolveBatch: %w", err)
+		}
+		answers["SolveBatch"] = batch.Solutions
+		responses, err := solveBatchStream(ctx, client, []*pb.SolveBatchStreamRequest{{Problems: problems}})
+		if err != nil {
+			return fmt.Errorf("SolveBatchStream: %w", err)
+		}
+		if len(responses) != 1 {
+			return fmt.Errorf("SolveBatchStream: %d responses for 1 request", len(responses))
+		}
+		answers["SolveBatchStream"] = responses[0].Solutions
+	}
+	responses, err := solveStream(ctx, client, []*pb.SolveStreamRequest{
+		{Problem: good}, {Problem: c.request.Problem}, {Problem: good},
+	})
+	if err != nil {
+		return fmt.Errorf("SolveStream: %w", err)
+	}
+	for _, r := range responses {
+		answers["SolveStream"] = append(answers["SolveStream"], r.Solution)
+	}
+
+	for rpc, solutions := range answers {
+		if len(solutions) != 3 {
+			return fmt.Errorf("%s: %d solutions for 3 problems", rpc, len(solutions))
+		}
+		for _, i := range []int{0, 2} {
+			if s := solutions[i]; s.Error != nil || s.Id != "good" || s.Winner != pb.Winner_WINNER_ALICE {
+				return fmt.Errorf("%s: the good problem next to the bad one: %s", rpc, show(s))
+			}
+		}
+		bad := solutions[1]
+		if bad.Id != wantId || bad.Error == nil {
+			return fmt.Errorf("%s: want id %q and an error, got %s", rpc, wantId, show(bad))
+		}
+		if err := sameError(rpc+"'s Solution.error", bad.Error, c.want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameError compares everything but the message, which must merely be present.
+func sameError(where string, got, want *pb.SolutionError) error {
+	if got.Message == "" {
+		return fmt.Errorf("%s: empty message: %s", where, show(got))
+	}
+	withoutMessage := proto.CloneOf(got)
+	withoutMessage.Message = ""
+	if !proto.Equal(withoutMessage, want) {
+		return fmt.Errorf("%s:\n  got  %s\n  want %s (message aside)", where, show(got), show(want))
+	}
+	return nil
+}
+
+// solutionErrorOf reads a failed call's google.rpc.Status as AIP-193 describes it: exactly
+// one ErrorInfo in the service's domain and at most one BadRequest with one field
+// violation, and nothing else. The result is what a batch would carry in Solution.error.
+func solutionErrorOf(callErr error) (*pb.SolutionError, error) {
+	st, ok := status.FromError(callErr)
+	if !ok {
+		return nil, fmt.Errorf("not a gRPC status: %w", callErr)
+	}
+	got := &pb.SolutionError{Code: pb.SolutionError_Code(st.Code()), Message: st.Message()}
+	var infos, badRequests int
+	for _, detail := range st.Details() {
+		switch d := detail.(type) {
+		case *errdetails.ErrorInfo:
+			infos++
+			if d.Domain != errorDomain {
+				return nil, fmt.Errorf("ErrorInfo domain %q, want %q (status %v)", d.Domain, errorDomain, st)
+			}
+			got.Reason, got.Metadata = d.Reason, d.Metadata
+		case *errdetails.BadRequest:
+			badRequests++
+			violations := d.GetFieldViolations()
+			if len(violations) != 1 || violations[0].Description == "" {
+				return nil, fmt.Errorf("want one described field violation, got %s", show(d))
+			}
+			got.Field = violations[0].Field
+		case error:
+			return nil, fmt.Errorf("undecodable status detail: %w", d)
+		default:
+			return nil, fmt.Errorf("unexpected status detail %T", d)
+		}
+	}
+	if infos != 1 || badRequests > 1 {
+		return nil, fmt.Errorf("want one ErrorInfo and at most one BadRequest, got %d and %d (status %v)",
+			infos, badRequests, st)
+	}
+	return got, nil
+}
+
+// checkMessageLimit expects a server started with --max-message-bytes limit: a request
+// under the limit is answered and one over it fails with RESOURCE_EXHAUSTED, on a unary
+// and on a streaming call.
+func checkMessageLimit(client pb.GameSolverServiceClient, limit int) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	sum := func(length int) *pb.Problem {
+		return &pb.Problem{Game: &pb.Problem_SumGame{SumGame: &pb.SumGame{Num: strings.Repeat("7", length)}}}
+	}
+	if _, err := client.Solve(ctx, &pb.SolveRequest{Problem: sum(limit / 2)}); err != nil {
+		return "", fmt.Errorf("Solve under the %d-byte limit: %w", limit, err)
+	}
+	if _, err := client.Solve(ctx, &pb.SolveRequest{Problem: sum(2 * limit)}); status.Code(err) != codes.ResourceExhausted {
+		return "", fmt.Errorf("Solve over the %d-byte limit: want ResourceExhausted, got %v", limit, err)
+	}
+	over := []*pb.SolveStreamRequest{{Problem: sum(2)}, {Problem: sum(2 * limit)}}
+	if _, err := solveStream(ctx, client, over); status.Code(err) != codes.ResourceExhausted {
+		return "", fmt.Errorf("SolveStream over the %d-byte limit: want ResourceExhausted, got %v", limit, err)
+	}
+	return fmt.Sprintf("--max-message-bytes %d: Solve and SolveStream over it get RESOURCE_EXHAUSTED", limit), nil
+}
+
+// checkDeadline expects a cold server started with --request-timeout 0.05: a pile of 10^9
+// makes the Stone Game IV table grow for seconds, so that Solve must fail with
+// DEADLINE_EXCEEDED from the server (the client sets no deadline shorter than a minute);
+// small problems are answered before and after.
+func checkDeadline(client pb.GameSolverServiceClient) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	small := &pb.SolveRequest{Problem: &pb.Problem{Game: &pb.Problem_SumGame{SumGame: &pb.SumGame{Num: "25??"}}}}
+	if _, err := client.Solve(ctx, small); err != nil {
+		return "", fmt.Errorf("Solve of a small problem: %w", err)
+	}
+	slow := &pb.SolveRequest{Problem: &pb.Problem{
+		Game: &pb.Problem_StoneGameIv{StoneGameIv: &pb.StoneGameIv{N: 1_000_000_000}},
+	}}
+	start := time.Now()
+	resp, err := client.Solve(ctx, slow)
+	elapsed := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded {
+		return "", fmt.Errorf("Solve of a 10^9 pile on a cold server: want DeadlineExceeded, got %v %s after %v",
+			err, show(resp), elapsed)
+	}
+	if elapsed > 5*time.Second {
+		return "", fmt.Errorf("DeadlineExceeded came after %v, not from the server's 0.05 s timeout", elapsed)
+	}
+	if _, err := client.Solve(ctx, small); err != nil {
+		return "", fmt.Errorf("Solve of a small problem after the timeout: %w", err)
+	}
+	return fmt.Sprintf("--request-timeout 0.05: a 10^9 pile gets DEADLINE_EXCEEDED after %v", elapsed.Round(time.Millisecond)), nil
+}
+
+// solveStream runs one SolveStream call over requests.
+func solveStream(ctx context.Context, client pb.GameSolverServiceClient, requests []*pb.SolveStreamRequest) ([]*pb.SolveStreamResponse, error) {
+	stream, err := client.SolveStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return exchange(stream, requests)
+}
+
+// solveBatchStream runs one SolveBatchStream call over requests.
+func solveBatchStream(ctx context.Context, client pb.GameSolverServiceClient, requests []*pb.SolveBatchStreamRequest) ([]*pb.SolveBatchStreamResponse, error) {
+	stream, err := client.SolveBatchStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return exchange(stream, requests)
+}
+
+// exchange sends every request while it receives the responses, as the server answers
+// before the client has finished sending, and returns the responses and the call's error.
+func exchange[Req, Resp any](stream grpc.BidiStreamingClient[Req, Resp], requests []*Req) ([]*Resp, error) {
+	sent := make(chan error, 1)
+	go func() {
+		for _, r := range requests {
+			if err := stream.Send(r); err != nil {
+				sent <- err // io.EOF: the server ended the call, and Recv says why
+				return
+			}
+		}
+		sent <- stream.CloseSend()
+	}()
+	var responses []*Resp
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return responses, err
+		}
+		responses = append(responses, resp)
+	}
+	if err := <-sent; err != nil && !errors.Is(err, io.EOF) {
+		return responses, err
+	}
+	return responses, nil
+}
+
+// show renders a message for an error message.
+func show(m proto.Message) string {
+	if m == nil {
+		return "<nil>"
+	}
+	return protojson.MarshalOptions{}.Format(m)
+}
