@@ -14,7 +14,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/gamesolver/v1/gamesolver.proto";
     println!("cargo:rerun-if-changed={proto}");
 
+    // Error metadata as a BTreeMap, so that JSON lines come out the same on every run
+    // (prost takes the field's path, pbjson the message's).
+    let error = ".gamesolver.v1.SolutionError";
+    let metadata = format!("{error}.metadata");
     tonic_prost_build::configure()
+        .btree_map(&metadata)
         .file_descriptor_set_path(&descriptor_path)
         .compile_protos(&[proto], &["proto"])?;
 
@@ -24,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pbjson_build::Builder::new()
         .register_descriptors(&descriptor_set)?
         .emit_fields()
+        .btree_map([error])
         .build(&[".gamesolver.v1"])?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! (`ErrorInfo` and `BadRequest`), the batch and streaming RPCs as the `error` of a
 //! `Solution`, so both always agree.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
@@ -79,7 +79,7 @@ impl ProblemError {
     }
 
     /// The values that vary from one occurrence to the next (`ErrorInfo.metadata`).
-    pub fn metadata(&self) -> HashMap<String, String> {
+    pub fn metadata(&self) -> BTreeMap<String, String> {
         let pairs: Vec<(&str, String)> = match self {
             ProblemError::Solve(SolveError::InvalidCharacter { index, found }) => {
                 vec![("index", index.to_string()), ("character", found.to_string())]
@@ -99,7 +99,8 @@ impl ProblemError {
 impl From<ProblemError> for Status {
     fn from(err: ProblemError) -> Self {
         let message = err.to_string();
-        let mut details = ErrorDetails::with_error_info(err.reason(), ERROR_DOMAIN, err.metadata());
+        let metadata: HashMap<_, _> = err.metadata().into_iter().collect();
+        let mut details = ErrorDetails::with_error_info(err.reason(), ERROR_DOMAIN, metadata);
         if let Some(field) = err.field() {
             details.add_bad_request_violation(field, message.clone());
         }
@@ -118,7 +119,7 @@ pub fn wire_error(
     code: Code,
     reason: &str,
     field: Option<&str>,
-    metadata: HashMap<String, String>,
+    metadata: BTreeMap<String, String>,
     message: String,
 ) -> pb::SolutionError {
     // SolutionError.Code is numbered as the gRPC codes; one that is not listed reads UNKNOWN.
@@ -237,7 +238,7 @@ mod tests {
             let info = details.error_info().expect("every status carries an ErrorInfo");
             assert_eq!(info.reason, wire.reason);
             assert_eq!(info.domain, ERROR_DOMAIN);
-            assert_eq!(info.metadata, wire.metadata);
+            assert_eq!(info.metadata, wire.metadata.clone().into_iter().collect());
             let fields: Vec<_> = details
                 .bad_request()
                 .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())

@@ -275,8 +275,16 @@ impl StreamBudget {
 
 /// Answers each request of a stream with `solve`, in request order; the stream ends after
 /// the first error (the client's transport failing, or a failed answer), which becomes
-/// the call's status. The next request is read only while the `budget` allows (by count
-/// and by `weigh`t in bytes), so HTTP/2 flow control reaches the client.
+/// the call's status.
+///
+/// Reading and solving are bounded apart. The next request is read as long as the
+/// decoded requests in flight stay within the `budget`'s bytes (each counts at least one
+/// [`BUDGET_UNIT`]), so HTTP/2 flow control reaches the client only when that much is
+/// waiting; at most the budget's `window` of them are solved at once. Reading ahead of the
+/// solving matters: h2 closes a connection whose peer keeps many small DATA frames unread
+/// (`ENHANCE_YOUR_CALM`, "too_many_data_frames": a budget of half the connection window
+/// at 256 bytes a frame), which a grpc-go client streaming 25-byte problems reached with
+/// only 64 read ahead.
 fn solve_in_order<Req, Resp, Fut>(
     requests: impl Stream<Item = Result<Req, Status>> + Send + 'static,
     budget: StreamBudget,
@@ -289,6 +297,7 @@ where
     Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
 {
     let StreamBudget { window, bytes, units } = budget;
+    let solving = Arc::new(Semaphore::new(window));
     let answers = requests
         .then(move |request| {
             let size = request.as_ref().map_or(0, &weigh);
@@ -297,12 +306,17 @@ where
         })
         .map(move |(request, admitted)| {
             let answer = request.map_err(convert::over_limit_is_exhausted).map(&mut solve);
+            let solving = Arc::clone(&solving);
             async move {
                 let _admitted = admitted;
-                answer?.await
+                let answer = answer?;
+                // The semaphore belongs to this stream and is never closed.
+                let _solving = solving.acquire_owned().await;
+                answer.await
             }
         })
-        .buffered(window);
+        // Every request in flight holds at least one unit, so `units` bounds this too.
+        .buffered(units as usize);
     Box::pin(stop_after_error(answers))
 }
 
@@ -338,30 +352,38 @@ mod tests {
     use super::*;
 
     /// Pulls through `solve_in_order` with answers that never come, and counts how many
-    /// requests it read from the client.
-    async fn requests_read(budget: StreamBudget, weight: usize) -> usize {
-        let read = Arc::new(AtomicUsize::new(0));
+    /// requests it read from the client and how many it started solving.
+    async fn requests_read_and_started(budget: StreamBudget, weight: usize) -> (usize, usize) {
+        let (read, started) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let counter = Arc::clone(&read);
         let requests = futures::stream::iter(0..1000).map(move |i| {
             counter.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Status>(i)
         });
-        let never = |_| futures::future::pending::<Result<u32, Status>>();
+        let counter = Arc::clone(&started);
+        let never = move |_| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                futures::future::pending::<Result<u32, Status>>().await
+            }
+        };
         let mut answers = solve_in_order(requests, budget, move |_| weight, never);
         let _ = tokio::time::timeout(Duration::from_millis(50), answers.next()).await;
-        read.load(Ordering::SeqCst)
+        (read.load(Ordering::SeqCst), started.load(Ordering::SeqCst))
     }
 
     #[tokio::test]
     async fn a_stream_reads_ahead_only_as_far_as_its_byte_budget() {
         // Each request takes 3 units of 10: three are admitted, the fourth is read and waits.
-        let read = requests_read(StreamBudget::new(64, 10 * BUDGET_UNIT), 2 * BUDGET_UNIT).await;
-        assert_eq!(read, 4);
+        let budget = StreamBudget::new(64, 10 * BUDGET_UNIT);
+        assert_eq!(requests_read_and_started(budget, 2 * BUDGET_UNIT).await, (4, 3));
     }
 
     #[tokio::test]
-    async fn a_stream_reads_ahead_only_as_far_as_its_window() {
-        let read = requests_read(StreamBudget::new(5, usize::MAX), 1).await;
-        assert_eq!(read, 5);
+    async fn a_stream_reads_past_its_window_but_solves_only_that_many_at_once() {
+        // 100 units, one a request: 100 read and admitted, 5 solving.
+        let budget = StreamBudget::new(5, 100 * BUDGET_UNIT);
+        assert_eq!(requests_read_and_started(budget, 1).await, (100, 5));
     }
 }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{expected, solve, Client, TestServer};
@@ -73,15 +73,15 @@ async fn degenerate_inputs_are_bob_wins() {
 }
 
 /// The `ErrorInfo` reason and metadata, and the `BadRequest` fields, of a status.
-fn details(status: &tonic::Status) -> (String, HashMap<String, String>, Vec<String>) {
+fn details(status: &tonic::Status) -> (String, BTreeMap<String, String>, Vec<String>) {
     let details = status.get_error_details();
     let info = details.error_info().expect("every error carries an ErrorInfo");
     assert_eq!(info.domain, "gamesolver.v1");
     let fields = details.bad_request().map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect());
-    (info.reason.clone(), info.metadata.clone(), fields.unwrap_or_default())
+    (info.reason.clone(), info.metadata.clone().into_iter().collect(), fields.unwrap_or_default())
 }
 
-fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 

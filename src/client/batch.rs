@@ -8,7 +8,7 @@
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use tonic::Code;
 
@@ -50,10 +50,10 @@ impl From<LineError> for pb::SolutionError {
     fn from(err: LineError) -> Self {
         let (reason, mut metadata) = match &err {
             LineError::Problem { source, .. } => (source.reason(), source.metadata()),
-            LineError::Json { .. } => ("INVALID_JSON", HashMap::new()),
+            LineError::Json { .. } => ("INVALID_JSON", BTreeMap::new()),
             LineError::TooLong { len, limit, .. } => (
                 "LINE_TOO_LONG",
-                HashMap::from([
+                BTreeMap::from([
                     ("length".to_owned(), len.to_string()),
                     ("limit".to_owned(), limit.to_string()),
                 ]),
