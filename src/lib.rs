@@ -4,10 +4,11 @@
 //! - [`games`]: the pure solver core, one module a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
-//! - [`service`]: the `GameSolver` gRPC service: validates, fans out to the CPU pool.
+//! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
 //! - [`pool`]: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
-//! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits.
+//! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits, and
+//!   the status codes other gRPC stacks send (`server/grpc_codes.rs`).
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
 #![warn(missing_docs)]
