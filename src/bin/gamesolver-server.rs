@@ -195,7 +195,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(metrics) = &metrics_listener {
         println!("metrics on {}", metrics.local_addr()?);
     }
-    tracing::info!(%addr, "gamesolver-server ready");
     server::serve(listener, config, shutdown).await?;
     tracing::info!("stopped");
     Ok(())

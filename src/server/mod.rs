@@ -206,6 +206,11 @@ pub async fn serve(
     let forced_close_after = config
         .max_connection_age_grace
         .map(|grace| config.max_connection_age.unwrap_or_default() + grace);
+    tracing::info!(
+        addr = %listener.local_addr().map_or_else(|err| err.to_string(), |addr| addr.to_string()),
+        tls = config.tls.is_some(),
+        "serving"
+    );
     let accept = connections::AcceptConfig { tls: config.tls.clone(), forced_close_after, metrics };
     let server =
         router.serve_with_incoming_shutdown(connections::incoming(listener, accept), stopping.clone().cancelled_owned());
