@@ -369,4 +369,30 @@ mod tests {
         assert!(IvTableStore::new(store.path()).load_into(&after_corruption).is_err());
         assert_eq!(after_corruption.covered(), 0);
     }
+
+    #[test]
+    fn open_refuses_what_it_could_never_save_or_would_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = StoneGameIvTable::new(10_000);
+        let open = |path: PathBuf| IvTableStore::new(path).open(&table);
+        assert!(matches!(
+            open(dir.path().join("no/such/dir/iv.table")),
+            Err(IvTableFileError::NoDirectory { .. })
+        ));
+        assert!(matches!(open(dir.path().join("iv.table")), Ok(Opened::Missing)));
+        let notes = dir.path().join("notes.txt");
+        fs::write(&notes, "notes").unwrap();
+        assert!(matches!(open(notes), Err(IvTableFileError::BadMagic { .. })));
+        let damaged = dir.path().join("damaged.table");
+        let mut bytes = table_of(1000).encode();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&damaged, bytes).unwrap();
+        assert!(matches!(open(damaged), Ok(Opened::Untrusted(IvTableFileError::BadChecksum { .. }))));
+        assert_eq!(table.covered(), 0);
+    }
+
+    fn table_of(covered: u64) -> IvTableFile {
+        IvTableFile { covered, losing: losing_positions_below(covered) }
+    }
 }

@@ -145,8 +145,10 @@ impl Solver {
         problems: Vec<pb::Problem>,
         winner_only: bool,
     ) -> Result<Vec<pb::Solution>, PoolError> {
-        let mut problems: Vec<_> =
-            problems.into_iter().map(|problem| (game_label(Some(&problem)), convert::problem(problem))).collect();
+        let mut problems: Vec<_> = problems
+            .into_iter()
+            .map(|problem| (game_label(Some(&problem)), convert::problem(problem)))
+            .collect();
         let piles = problems.iter().filter_map(|(_, (_, game))| match game {
             Ok(Game::StoneGameIv(n)) => Some(*n),
             _ => None,
@@ -166,15 +168,16 @@ impl Solver {
             let metrics = self.metrics.clone();
             move || metrics.as_ref().map(Metrics::tally)
         };
-        let solve_one = move |table: &StoneGameIvTable,
-                              tally: &mut Option<_>,
-                              (label, (id, game)): (&'static str, (String, Result<Game, ProblemError>))| {
-            let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
-            if let Some(tally) = tally {
-                crate::server::metrics::ProblemTally::record(tally, label, &result);
-            }
-            convert::solution(id, result)
-        };
+        let solve_one =
+            move |table: &StoneGameIvTable,
+                  tally: &mut Option<_>,
+                  (label, (id, game)): (&'static str, (String, Result<Game, ProblemError>))| {
+                let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
+                if let Some(tally) = tally {
+                    crate::server::metrics::ProblemTally::record(tally, label, &result);
+                }
+                convert::solution(id, result)
+            };
         if work <= self.config.inline_work {
             let mut tally = tally();
             return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, &mut tally, p)).collect());

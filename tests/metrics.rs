@@ -25,7 +25,10 @@ fn iv(n: u64) -> pb::Problem {
 }
 
 fn ix(stones: &[u64]) -> pb::Problem {
-    pb::Problem { id: "ix".into(), game: Some(Game::StoneGameIx(pb::StoneGameIx { stones: stones.to_vec() })) }
+    pb::Problem {
+        id: "ix".into(),
+        game: Some(Game::StoneGameIx(pb::StoneGameIx { stones: stones.to_vec() })),
+    }
 }
 
 /// The bytes a message takes on the wire: the 5-byte gRPC frame header and the message.
@@ -46,7 +49,8 @@ async fn start(config: ServerConfig) -> (TestServer, std::net::SocketAddr) {
 #[tokio::test]
 async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     let table = Arc::new(StoneGameIvTable::new(1_000_000));
-    let (server, metrics) = start(ServerConfig { iv_table: Arc::clone(&table), ..ServerConfig::default() }).await;
+    let (server, metrics) =
+        start(ServerConfig { iv_table: Arc::clone(&table), ..ServerConfig::default() }).await;
     let mut client = server.client().await;
 
     let solved = pb::SolveRequest { problem: Some(sum("25??")), winner_only: false };
@@ -55,14 +59,18 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     assert_eq!(client.solve(invalid.clone()).await.unwrap_err().code(), Code::InvalidArgument);
     let no_game = pb::Problem { id: "none".into(), game: None };
     let batch = vec![sum("11"), iv(7), no_game, iv(2_000_000)];
-    let solutions = client.solve_batch(pb::SolveBatchRequest { problems: batch, winner_only: false }).await.unwrap();
+    let solutions =
+        client.solve_batch(pb::SolveBatchRequest { problems: batch, winner_only: false }).await.unwrap();
     assert_eq!(solutions.into_inner().solutions.len(), 4);
     let stream = futures::stream::iter(
         [ix(&[1, 2]), ix(&[3])].map(|p| pb::SolveStreamRequest { problem: Some(p), winner_only: false }),
     );
     let answers: Vec<_> = client.solve_stream(stream).await.unwrap().into_inner().collect().await;
     assert_eq!(answers.len(), 2);
-    let batches = futures::stream::iter([pb::SolveBatchStreamRequest { problems: vec![iv(5), iv(6)], winner_only: true }]);
+    let batches = futures::stream::iter([pb::SolveBatchStreamRequest {
+        problems: vec![iv(5), iv(6)],
+        winner_only: true,
+    }]);
     let answers: Vec<_> = client.solve_batch_stream(batches).await.unwrap().into_inner().collect().await;
     assert!(answers.iter().all(Result::is_ok));
 
@@ -81,7 +89,10 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     assert_eq!(value(&calls("SolveBatch", "OK")), Some(1.0));
     assert_eq!(value(&calls("SolveStream", "OK")), Some(1.0));
     assert_eq!(value(&calls("SolveBatchStream", "OK")), Some(1.0));
-    assert_eq!(value("gamesolver_calls_total{service=\"unknown\",method=\"unknown\",code=\"UNIMPLEMENTED\"}"), Some(1.0));
+    assert_eq!(
+        value("gamesolver_calls_total{service=\"unknown\",method=\"unknown\",code=\"UNIMPLEMENTED\"}"),
+        Some(1.0)
+    );
 
     let problems = |game: &str, outcome: &str| {
         value(&format!("gamesolver_problems_total{{game=\"{game}\",outcome=\"{outcome}\"}}"))
@@ -94,7 +105,10 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     assert_eq!(problems("stone_game_ix", "solved"), Some(2.0));
 
     let method = |name: &str, rpc: &str| format!("{name}{{service=\"{SERVICE}\",method=\"{rpc}\"}}");
-    assert_eq!(value(&method("gamesolver_received_bytes_total", "Solve")), Some(framed(&solved) + framed(&invalid)));
+    assert_eq!(
+        value(&method("gamesolver_received_bytes_total", "Solve")),
+        Some(framed(&solved) + framed(&invalid))
+    );
     assert_eq!(value(&method("gamesolver_call_duration_seconds_count", "Solve")), Some(2.0));
     assert_eq!(value(&method("gamesolver_calls_in_flight", "Solve")), Some(0.0));
     assert_eq!(value(&method("gamesolver_calls_in_flight", "SolveStream")), Some(0.0));
@@ -124,8 +138,11 @@ async fn a_code_sent_in_the_trailers_and_a_cancelled_stream_are_counted() {
     let (requests, receiver) = tokio::sync::mpsc::channel(1);
     let request = pb::SolveStreamRequest { problem: Some(sum("12")), winner_only: false };
     requests.send(request).await.unwrap();
-    let mut answers =
-        client.solve_stream(tokio_stream::wrappers::ReceiverStream::new(receiver)).await.unwrap().into_inner();
+    let mut answers = client
+        .solve_stream(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(answers.message().await.unwrap().is_some());
     drop(answers);
     drop(requests);

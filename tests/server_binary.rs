@@ -91,7 +91,8 @@ async fn sighup_reloads_the_certificates_and_a_bad_file_keeps_the_old_ones() {
     let (old_ca, new_ca) = (TestCa::new("old ca"), TestCa::new("new ca"));
     let (cert, key) = write_leaf(dir.path(), "server", &old_ca.server("old server"));
     let log = dir.path().join("server.log");
-    let flags = ["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(), "--iv-precompute", "0"];
+    let flags =
+        ["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(), "--iv-precompute", "0"];
     let (mut server, addr) = start_logging(&flags, &log);
     assert!(logged(&log, "TLS certificates loaded", 1).await.contains("CN=old server"));
     assert!(tls_solve(addr, &old_ca).await.is_ok());

@@ -49,7 +49,8 @@ async fn solve_over(server: &TestServer, tls: ClientTlsConfig) -> Result<pb::Sol
 }
 
 async fn solve_on(channel: Channel) -> Result<pb::Solution, String> {
-    let response = GameSolverServiceClient::new(channel).solve(problem()).await.map_err(|s| format!("call: {s}"))?;
+    let response =
+        GameSolverServiceClient::new(channel).solve(problem()).await.map_err(|s| format!("call: {s}"))?;
     Ok(response.into_inner().solution.expect("a solution"))
 }
 
@@ -78,7 +79,10 @@ async fn a_client_trusting_the_ca_is_served_and_others_are_refused() {
         .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
         .await
         .unwrap();
-    assert_eq!(health.into_inner().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+    assert_eq!(
+        health.into_inner().status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
     assert_eq!(handshake_failures(metrics, 0.0).await, 0.0);
 
     let refused = solve_over(&server, client_tls(&stranger, None)).await.unwrap_err();
@@ -98,7 +102,8 @@ async fn a_client_trusting_the_ca_is_served_and_others_are_refused() {
 #[tokio::test]
 async fn mutual_tls_requires_a_client_certificate_from_the_client_ca() {
     let dir = tempfile::tempdir().unwrap();
-    let (ca, clients, stranger) = (TestCa::new("test ca"), TestCa::new("client ca"), TestCa::new("stranger ca"));
+    let (ca, clients, stranger) =
+        (TestCa::new("test ca"), TestCa::new("client ca"), TestCa::new("stranger ca"));
     write_leaf(dir.path(), "server", &ca.server("server"));
     write_ca(dir.path(), "client-ca", &clients);
     let (server, _, metrics) = start(dir.path(), true).await;

@@ -128,8 +128,7 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
@@ -157,7 +156,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let metrics_listener = match args.metrics_listen {
         Some(addr) => Some(Arc::new(
-            std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} for metrics"))?,
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
         )),
         None => None,
     };
@@ -225,7 +225,9 @@ fn reload_on_sighup(tls: Arc<ReloadableTls>) -> anyhow::Result<()> {
             while hangups.recv().await.is_some() {
                 match tls.reload() {
                     Ok(loaded) => log_loaded(&tls, &loaded, "SIGHUP: TLS certificates reloaded"),
-                    Err(err) => tracing::error!("SIGHUP: TLS reload failed, keeping the previous certificates: {err}"),
+                    Err(err) => {
+                        tracing::error!("SIGHUP: TLS reload failed, keeping the previous certificates: {err}")
+                    }
                 }
             }
         });

@@ -71,7 +71,11 @@ impl Connected for Connection {
 }
 
 impl AsyncRead for Connection {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         self.check_deadline(cx)?;
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_read(cx, buf),
@@ -137,7 +141,10 @@ pub(crate) struct AcceptConfig {
 /// Accepts on `listener` until the returned stream is dropped (tonic drops it when
 /// shutdown begins, which closes the listening socket). Handshakes run concurrently,
 /// so a slow client never holds up the next accept.
-pub(crate) fn incoming(listener: TcpListener, config: AcceptConfig) -> ReceiverStream<io::Result<Connection>> {
+pub(crate) fn incoming(
+    listener: TcpListener,
+    config: AcceptConfig,
+) -> ReceiverStream<io::Result<Connection>> {
     let (sender, receiver) = mpsc::channel(BACKLOG);
     tokio::spawn(async move {
         loop {

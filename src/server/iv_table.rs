@@ -35,7 +35,9 @@ impl IvTableLifecycle {
             let path = store.path().display();
             match opened {
                 Opened::Loaded(covered) => tracing::info!(%path, covered, "stone game iv table loaded"),
-                Opened::Missing => tracing::info!(%path, "no stone game iv table yet; it will be computed and saved"),
+                Opened::Missing => {
+                    tracing::info!(%path, "no stone game iv table yet; it will be computed and saved")
+                }
                 Opened::Untrusted(err) => tracing::warn!("ignoring stone game iv table: {err}; recomputing"),
             }
         }

@@ -141,7 +141,11 @@ impl Metrics {
             "Problems answered, by game and outcome (solved, or the error's reason)",
             inner.problems.clone(),
         );
-        registry.register("connections", "Connections accepted (after the TLS handshake)", inner.connections.clone());
+        registry.register(
+            "connections",
+            "Connections accepted (after the TLS handshake)",
+            inner.connections.clone(),
+        );
         registry.register("connections_open", "Connections open now", inner.connections_open.clone());
         registry.register(
             "tls_handshake_failures",
@@ -159,7 +163,11 @@ impl Metrics {
             Unit::Seconds,
             inner.iv_extensions.clone(),
         );
-        registry.register("build", "The running build", Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }));
+        registry.register(
+            "build",
+            "The running build",
+            Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
+        );
         Metrics { inner: Arc::new(Inner { registry, ..inner }) }
     }
 
@@ -490,20 +498,21 @@ pub(crate) async fn serve_metrics(listener: TcpListener, metrics: Metrics, stop:
         let metrics = metrics.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let response = match (request.method(), request.uri().path()) {
-                    (&Method::GET, "/metrics") => Response::builder()
-                        .header(
-                            http::header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )
-                        .body(http_body_util::Full::new(Bytes::from(metrics.encode()))),
-                    _ => Response::builder()
-                        .status(StatusCode::NOT_FOUND)
-                        .body(http_body_util::Full::new(Bytes::from_static(b"only /metrics here\n"))),
-                };
-                std::future::ready(response)
-            });
+            let service =
+                hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let response = match (request.method(), request.uri().path()) {
+                        (&Method::GET, "/metrics") => Response::builder()
+                            .header(
+                                http::header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(http_body_util::Full::new(Bytes::from(metrics.encode()))),
+                        _ => Response::builder()
+                            .status(StatusCode::NOT_FOUND)
+                            .body(http_body_util::Full::new(Bytes::from_static(b"only /metrics here\n"))),
+                    };
+                    std::future::ready(response)
+                });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::select! {

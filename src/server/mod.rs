@@ -128,10 +128,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let metrics = Metrics::new(Arc::clone(&config.iv_table));
-    let iv_table =
-        iv_table::IvTableLifecycle::open(Arc::clone(&config.iv_table), config.iv_table_file.clone(), metrics.clone())
-            .await
-            .map_err(ServeError::IvTable)?;
+    let iv_table = iv_table::IvTableLifecycle::open(
+        Arc::clone(&config.iv_table),
+        config.iv_table_file.clone(),
+        metrics.clone(),
+    )
+    .await
+    .map_err(ServeError::IvTable)?;
     let metrics_listener = match &config.metrics_listener {
         None => None,
         Some(listener) => Some(
@@ -203,17 +206,18 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(solver_service);
-    let forced_close_after = config
-        .max_connection_age_grace
-        .map(|grace| config.max_connection_age.unwrap_or_default() + grace);
+    let forced_close_after =
+        config.max_connection_age_grace.map(|grace| config.max_connection_age.unwrap_or_default() + grace);
     tracing::info!(
         addr = %listener.local_addr().map_or_else(|err| err.to_string(), |addr| addr.to_string()),
         tls = config.tls.is_some(),
         "serving"
     );
     let accept = connections::AcceptConfig { tls: config.tls.clone(), forced_close_after, metrics };
-    let server =
-        router.serve_with_incoming_shutdown(connections::incoming(listener, accept), stopping.clone().cancelled_owned());
+    let server = router.serve_with_incoming_shutdown(
+        connections::incoming(listener, accept),
+        stopping.clone().cancelled_owned(),
+    );
 
     let grace = config.shutdown_grace;
     tokio::select! {

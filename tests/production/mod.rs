@@ -42,7 +42,8 @@ impl TestCa {
     }
 
     fn leaf(&self, name: &str, usage: ExtendedKeyUsagePurpose) -> Leaf {
-        let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![usage];
         let key = KeyPair::generate().unwrap();
