@@ -15,8 +15,6 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -50,8 +48,14 @@ pub enum IvTableFileError {
         source: io::Error,
     },
     /// Not a table file (or not this format's).
-    #[error("{path}: not a stone game iv table (bad magic)")]
+    #[error("{path}: not a stone game iv table (bad magic); refusing to overwrite it")]
     BadMagic {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file's directory does not exist, so the table could never be saved.
+    #[error("{path}: the directory does not exist")]
+    NoDirectory {
         /// The file.
         path: PathBuf,
     },
@@ -211,17 +215,44 @@ impl IvTableStore {
     }
 }
 
+/// What [`IvTableStore::open`] found.
+#[derive(Debug)]
+pub enum Opened {
+    /// The table was loaded; every n below this is classified.
+    Loaded(u64),
+    /// No file yet: the table is computed and the file written.
+    Missing,
+    /// A table file that cannot be trusted (truncated, corrupt, another version, a wrong
+    /// list): it is recomputed and overwritten.
+    Untrusted(IvTableFileError),
+}
+
 impl IvTableStore {
-    /// Loads the file into `table`, logging why when it cannot be used: a missing or
-    /// untrustworthy file only means the table is computed (and saved) afresh.
-    pub fn load_or_report(&self, table: &StoneGameIvTable) {
-        let path = self.path.display();
+    /// Loads the file into `table` at start-up. Refuses (so that the server does not
+    /// start) a path whose directory does not exist, a file that cannot be read, and a
+    /// file that is not a table at all (wrong magic: it is someone else's, and saving
+    /// would overwrite it); a damaged table is only reported, to be recomputed.
+    pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
         match self.load_into(table) {
-            Ok(covered) => tracing::info!(%path, covered, "stone game iv table loaded"),
-            Err(IvTableFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                tracing::info!(%path, "no stone game iv table yet; it will be computed and saved")
+            Ok(covered) => Ok(Opened::Loaded(covered)),
+            Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
+                let directory = match path.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent,
+                    _ => Path::new("."),
+                };
+                match directory.is_dir() {
+                    true => Ok(Opened::Missing),
+                    false => Err(IvTableFileError::NoDirectory { path }),
+                }
             }
-            Err(err) => tracing::warn!("ignoring stone game iv table: {err}; recomputing"),
+            Err(err @ (IvTableFileError::Io { .. } | IvTableFileError::BadMagic { .. })) => Err(err),
+            Err(
+                err @ (IvTableFileError::UnsupportedVersion { .. }
+                | IvTableFileError::BadLength { .. }
+                | IvTableFileError::BadChecksum { .. }
+                | IvTableFileError::BadList { .. }
+                | IvTableFileError::NoDirectory { .. }),
+            ) => Ok(Opened::Untrusted(err)),
         }
     }
 
@@ -234,30 +265,6 @@ impl IvTableStore {
             Ok(None) => {}
             Err(err) => tracing::warn!("cannot save stone game iv table: {err}"),
         }
-    }
-}
-
-/// Classifies piles below `n` on a thread of its own while the server already listens:
-/// requests inside the range covered so far are answered meanwhile, and larger ones
-/// wait for (then continue) this extension. A plain thread, not the blocking pool, so
-/// that it never delays the runtime's shutdown. Saves to `store` when done.
-pub fn precompute_in_background(table: Arc<StoneGameIvTable>, n: u64, store: Option<Arc<IvTableStore>>) {
-    let n = n.min(table.limit() + 1);
-    if n == 0 || !table.needs_extension(n - 1) {
-        return;
-    }
-    let spawned = std::thread::Builder::new().name("iv-precompute".into()).spawn(move || {
-        let started = std::time::Instant::now();
-        if table.extend_to(n - 1).is_ok() {
-            let seconds = started.elapsed().as_secs_f64();
-            tracing::info!(covered = table.covered(), seconds, "stone game iv precomputed");
-        }
-        if let Some(store) = store {
-            store.save_or_report(&table);
-        }
-    });
-    if let Err(err) = spawned {
-        tracing::warn!("no stone game iv precompute: {err}");
     }
 }
 
@@ -361,5 +368,31 @@ mod tests {
         let after_corruption = StoneGameIvTable::new(10_000_000);
         assert!(IvTableStore::new(store.path()).load_into(&after_corruption).is_err());
         assert_eq!(after_corruption.covered(), 0);
+    }
+
+    #[test]
+    fn open_refuses_what_it_could_never_save_or_would_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = StoneGameIvTable::new(10_000);
+        let open = |path: PathBuf| IvTableStore::new(path).open(&table);
+        assert!(matches!(
+            open(dir.path().join("no/such/dir/iv.table")),
+            Err(IvTableFileError::NoDirectory { .. })
+        ));
+        assert!(matches!(open(dir.path().join("iv.table")), Ok(Opened::Missing)));
+        let notes = dir.path().join("notes.txt");
+        fs::write(&notes, "notes").unwrap();
+        assert!(matches!(open(notes), Err(IvTableFileError::BadMagic { .. })));
+        let damaged = dir.path().join("damaged.table");
+        let mut bytes = table_of(1000).encode();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&damaged, bytes).unwrap();
+        assert!(matches!(open(damaged), Ok(Opened::Untrusted(IvTableFileError::BadChecksum { .. }))));
+        assert_eq!(table.covered(), 0);
+    }
+
+    fn table_of(covered: u64) -> IvTableFile {
+        IvTableFile { covered, losing: losing_positions_below(covered) }
     }
 }

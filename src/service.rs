@@ -25,6 +25,7 @@ use crate::convert::{self, ProblemError};
 use crate::games::{Game, Outcome, StoneGameIvTable};
 use crate::pb;
 use crate::pool::{self, PoolError};
+use crate::server::metrics::{game_label, Metrics};
 
 /// Tuning of the fan-out.
 #[derive(Debug, Clone)]
@@ -65,12 +66,26 @@ const MIN_PROBLEMS_PER_TASK: usize = 256;
 pub struct Solver {
     iv_table: Arc<StoneGameIvTable>,
     config: SolverConfig,
+    /// Counts problems by game and outcome, and table extensions.
+    metrics: Option<Metrics>,
 }
 
 impl Solver {
     /// A solver answering Stone Game IV from `iv_table`.
     pub fn new(iv_table: Arc<StoneGameIvTable>, config: SolverConfig) -> Self {
-        Solver { iv_table, config }
+        Solver { iv_table, config, metrics: None }
+    }
+
+    /// The same solver, counting what it does in `metrics`.
+    pub fn with_metrics(self, metrics: Metrics) -> Self {
+        Solver { metrics: Some(metrics), ..self }
+    }
+
+    /// Counts one problem of `game` with its result.
+    fn record<T>(&self, game: &'static str, result: &Result<T, ProblemError>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.tally().record(game, result);
+        }
     }
 
     /// Grows the Stone Game IV table to the largest pile in `piles` that needs it.
@@ -79,9 +94,13 @@ impl Solver {
             return Ok(());
         };
         let table = Arc::clone(&self.iv_table);
+        let started = std::time::Instant::now();
         // An OutOfRange here cannot happen (needs_extension checks the limit), and a
         // pile that is out of range gets its own error from `solve`.
         pool::run_blocking(move || table.extend_to(n).map(drop)).await?.ok();
+        if let Some(metrics) = &self.metrics {
+            metrics.observe_iv_extension("request", started.elapsed().as_secs_f64());
+        }
         Ok(())
     }
 
@@ -100,12 +119,24 @@ impl Solver {
     /// Solves one wire problem (which may be unset) into its wire solution; errors go
     /// into the solution.
     pub async fn solve_problem(&self, problem: Option<pb::Problem>, winner_only: bool) -> pb::Solution {
+        let (id, result) = self.solve_required(problem, winner_only).await;
+        convert::solution(id, result)
+    }
+
+    /// Solves one wire problem (which may be unset), counting it; returns its id.
+    async fn solve_required(
+        &self,
+        problem: Option<pb::Problem>,
+        winner_only: bool,
+    ) -> (String, Result<Outcome, ProblemError>) {
+        let label = game_label(problem.as_ref());
         let (id, game) = convert::required_problem(problem);
         let result = match game {
             Ok(game) => self.solve(game, winner_only).await,
             Err(err) => Err(err),
         };
-        convert::solution(id, result)
+        self.record(label, &result);
+        (id, result)
     }
 
     /// Solves a batch, one solution per problem in the same order.
@@ -114,37 +145,52 @@ impl Solver {
         problems: Vec<pb::Problem>,
         winner_only: bool,
     ) -> Result<Vec<pb::Solution>, PoolError> {
-        let mut problems: Vec<_> = problems.into_iter().map(convert::problem).collect();
-        let piles = problems.iter().filter_map(|(_, game)| match game {
+        let mut problems: Vec<_> = problems
+            .into_iter()
+            .map(|problem| (game_label(Some(&problem)), convert::problem(problem)))
+            .collect();
+        let piles = problems.iter().filter_map(|(_, (_, game))| match game {
             Ok(Game::StoneGameIv(n)) => Some(*n),
             _ => None,
         });
         if let Err(err) = self.prepare_iv(piles).await {
             // The table could not grow: only the piles that needed it fail.
-            for (_, game) in &mut problems {
+            for (_, (_, game)) in &mut problems {
                 if matches!(game, Ok(Game::StoneGameIv(n)) if self.iv_table.needs_extension(*n)) {
                     *game = Err(err.clone().into());
                 }
             }
         }
 
-        let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
-        let solve_one = move |table: &StoneGameIvTable, (id, game): (String, Result<Game, ProblemError>)| {
-            let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
-            convert::solution(id, result)
+        let work: usize = problems.iter().map(|(_, (_, game))| game.as_ref().map_or(1, Game::work)).sum();
+        // Each problem is counted in a tally of its task, added to the metrics at its end.
+        let tally = {
+            let metrics = self.metrics.clone();
+            move || metrics.as_ref().map(Metrics::tally)
         };
+        let solve_one =
+            move |table: &StoneGameIvTable,
+                  tally: &mut Option<_>,
+                  (label, (id, game)): (&'static str, (String, Result<Game, ProblemError>))| {
+                let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
+                if let Some(tally) = tally {
+                    crate::server::metrics::ProblemTally::record(tally, label, &result);
+                }
+                convert::solution(id, result)
+            };
         if work <= self.config.inline_work {
-            return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, p)).collect());
+            let mut tally = tally();
+            return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, &mut tally, p)).collect());
         }
         let table = Arc::clone(&self.iv_table);
         pool::run(move |caller| {
             problems
                 .into_par_iter()
                 .with_min_len(MIN_PROBLEMS_PER_TASK)
-                .map(|(id, game)| match caller.is_gone() {
+                .map_init(tally, |tally, (label, (id, game))| match caller.is_gone() {
                     // Nobody will read the rest: answer it cheaply and let the job end.
                     true => convert::solution(id, Err(PoolError::Gone.into())),
-                    false => solve_one(&table, (id, game)),
+                    false => solve_one(&table, tally, (label, (id, game))),
                 })
                 .collect()
         })
@@ -185,12 +231,8 @@ fn pool_status(err: PoolError) -> Status {
 impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     async fn solve(&self, request: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
         let pb::SolveRequest { problem, winner_only } = request.into_inner();
-        let (id, game) = convert::required_problem(problem);
-        let outcome = self
-            .solver
-            .solve(game?, winner_only)
-            .await
-            .inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
+        let (id, result) = self.solver.solve_required(problem, winner_only).await;
+        let outcome = result.inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
         Ok(Response::new(pb::SolveResponse { solution: Some(convert::solution(id, Ok(outcome))) }))
     }
 

@@ -1,13 +1,20 @@
-//! The `gamesolver-server` binary: start-up line, serving, and SIGTERM/SIGINT handling.
+//! The `gamesolver-server` binary: start-up line, serving, SIGTERM/SIGINT, SIGHUP's
+//! certificate reload, and the Stone Game IV table file's start-up checks.
 
 mod common;
 
-use std::process::Command;
+mod production;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{solve, ServerProcess};
-
+use gamesolver::games::{Game, StoneGameIvTable};
+use gamesolver::iv_table_file::IvTableFile;
 use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
+use production::{client_tls, write_leaf, TestCa};
 
 #[tokio::test]
 async fn prints_its_address_serves_and_exits_zero_on_sigterm() {
@@ -36,6 +43,117 @@ fn a_bad_flag_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--listen"));
 }
 
+/// Starts the binary with `flags`, its stderr in `log`; returns it and its address.
+fn start_logging(flags: &[&str], log: &Path) -> (ServerProcess, std::net::SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(flags)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").expect("the start-up line").parse().unwrap();
+    (ServerProcess { child, addr }, addr)
+}
+
+/// Waits (at most 10 s) until the log has `count` lines containing `text`.
+async fn logged(log: &Path, text: &str, count: usize) -> String {
+    for _ in 0..200 {
+        let contents = std::fs::read_to_string(log).unwrap();
+        if contents.matches(text).count() >= count {
+            return contents;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{text:?} not logged {count} times:\n{}", std::fs::read_to_string(log).unwrap());
+}
+
+async fn tls_solve(addr: std::net::SocketAddr, ca: &TestCa) -> Result<pb::Solution, String> {
+    let channel = tonic::transport::Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(client_tls(ca, None))
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|err| format!("{err:?}"))?;
+    solve(&mut GameSolverServiceClient::new(channel), iv(2)).await.map_err(|status| status.to_string())
+}
+
+fn iv(n: u64) -> pb::Problem {
+    pb::Problem { id: n.to_string(), game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n })) }
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_certificates_and_a_bad_file_keeps_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_ca, new_ca) = (TestCa::new("old ca"), TestCa::new("new ca"));
+    let (cert, key) = write_leaf(dir.path(), "server", &old_ca.server("old server"));
+    let log = dir.path().join("server.log");
+    let flags =
+        ["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(), "--iv-precompute", "0"];
+    let (mut server, addr) = start_logging(&flags, &log);
+    assert!(logged(&log, "TLS certificates loaded", 1).await.contains("CN=old server"));
+    assert!(tls_solve(addr, &old_ca).await.is_ok());
+
+    // A half-written certificate: the reload fails, is logged, and the old one serves on.
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    server.signal("HUP");
+    logged(&log, "TLS reload failed, keeping the previous certificates", 1).await;
+    assert!(tls_solve(addr, &old_ca).await.is_ok());
+
+    write_leaf(dir.path(), "server", &new_ca.server("new server"));
+    server.signal("HUP");
+    assert!(logged(&log, "SIGHUP: TLS certificates reloaded", 1).await.contains("CN=new server"));
+    assert_eq!(tls_solve(addr, &new_ca).await.unwrap().winner, pb::Winner::Bob as i32);
+    assert!(tls_solve(addr, &old_ca).await.is_err(), "the old certificate is still served");
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
+#[test]
+fn an_iv_table_in_a_missing_directory_is_an_error_at_start_up() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-table", "/missing/dir/iv.table"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "gamesolver-server: stone game iv table: /missing/dir/iv.table: the directory does not exist\n"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_table_is_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, "my notes, not a table\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-precompute", "1000", "--iv-table", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let expected = format!(
+        "gamesolver-server: stone game iv table: {}: not a stone game iv table (bad magic); refusing to overwrite it\n",
+        path.display()
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stderr), expected);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes, not a table\n");
+}
+
+/// Answers for `piles` from the server at `url`, compared with the solver core's.
+async fn assert_answers(url: String, piles: &[u64]) {
+    let mut client = GameSolverServiceClient::connect(url).await.unwrap();
+    let table = StoneGameIvTable::new(1_000_000);
+    for &n in piles {
+        let answer = solve(&mut client, iv(n)).await.unwrap();
+        let expected = Game::StoneGameIv(n).solve(&table).unwrap();
+        assert_eq!(answer.alice_wins, expected.alice_wins(), "n = {n}");
+    }
+}
+
 #[tokio::test]
 async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,34 +163,33 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
 
     let mut server = ServerProcess::start("127.0.0.1:0", &flags);
     for _ in 0..300 {
-        if gamesolver::iv_table_file::IvTableFile::load(&path).is_ok() {
+        if IvTableFile::load(&path).is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     server.signal("TERM");
     assert_eq!(server.wait_exit().await.code(), Some(0));
-    let saved = gamesolver::iv_table_file::IvTableFile::load(&path).expect("a valid table file");
+    let saved = IvTableFile::load(&path).expect("a valid table file");
     assert!(saved.covered >= 300_000);
 
-    // Corrupt one byte in the middle: the server must not trust it, and answers right.
-    let mut bytes = std::fs::read(&path).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    std::fs::write(&path, &bytes).unwrap();
-    let mut server = ServerProcess::start("127.0.0.1:0", &flags);
-    let mut client = GameSolverServiceClient::connect(server.url()).await.unwrap();
-    let table = gamesolver::games::StoneGameIvTable::new(1_000_000);
-    for n in [299_999u64, 123_456, 250_001, 2] {
-        let problem = pb::Problem {
-            id: n.to_string(),
-            game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n })),
-        };
-        let answer = solve(&mut client, problem).await.unwrap();
-        let expected = gamesolver::games::Game::StoneGameIv(n).solve(&table).unwrap();
-        assert_eq!(answer.alice_wins, expected.alice_wins(), "n = {n}");
+    // Corruption that changes answers: a P-position p moved to p + 1, so that a table
+    // trusted as it is would say Alice wins at p and loses at p + 1. First as a disk
+    // would do it (the checksum no longer matches), then as a buggy writer would (a
+    // valid checksum, a wrong list).
+    let index = saved.losing.iter().position(|&p| p > 100_000).unwrap();
+    let p = saved.losing[index];
+    assert!(saved.losing[index + 1] > p + 1);
+    let mut shifted = saved.clone();
+    shifted.losing[index] = p + 1;
+    let mut disk_error = saved.encode();
+    disk_error[..shifted.encode().len() - 4].copy_from_slice(&shifted.encode()[..shifted.encode().len() - 4]);
+    for corrupt in [disk_error, shifted.encode()] {
+        std::fs::write(&path, &corrupt).unwrap();
+        let mut server = ServerProcess::start("127.0.0.1:0", &flags);
+        assert_answers(server.url(), &[u64::from(p), u64::from(p) + 1, 299_999, 2]).await;
+        server.signal("TERM");
+        assert_eq!(server.wait_exit().await.code(), Some(0));
+        assert_eq!(IvTableFile::load(&path).unwrap().losing[index], p, "the file was rewritten whole");
     }
-    server.signal("TERM");
-    assert_eq!(server.wait_exit().await.code(), Some(0));
-    assert!(gamesolver::iv_table_file::IvTableFile::load(&path).is_ok(), "the file was rewritten whole");
 }

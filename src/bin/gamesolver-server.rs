@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
-use gamesolver::games::{stone_game_iv, StoneGameIvTable};
-use gamesolver::iv_table_file::{self, IvTableStore};
-use gamesolver::server::{self, ServerConfig};
+use clap::{Parser, ValueEnum};
+use gamesolver::games::StoneGameIvTable;
+use gamesolver::server::tls::LoadedTls;
+use gamesolver::server::{self, ReloadableTls, ServerConfig, TlsSettings};
 use gamesolver::service::SolverConfig;
 
 /// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
@@ -21,25 +21,26 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:50051")]
     listen: SocketAddr,
     /// Largest gRPC message accepted or sent, in bytes.
-    #[arg(long, default_value_t = server::DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, default_value_t = ServerConfig::default().max_message_bytes)]
     max_message_bytes: usize,
     /// Seconds that in-flight calls get to finish after SIGINT/SIGTERM.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = ServerConfig::default().shutdown_grace.as_secs_f64())]
     shutdown_timeout: f64,
     /// Upper bound in seconds on any call (a client's shorter deadline wins); 0 is none.
-    #[arg(long, default_value_t = 0.0)]
-    request_timeout: f64,
+    #[arg(long)]
+    request_timeout: Option<f64>,
     /// Concurrent calls allowed on one HTTP/2 connection.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = ServerConfig::default().max_concurrent_streams)]
     max_concurrent_streams: u32,
     /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long, default_value_t = stone_game_iv::DEFAULT_LIMIT)]
+    #[arg(long, default_value_t = ServerConfig::default().iv_table.limit())]
     iv_max_n: u64,
     /// Stone Game IV piles classified at start-up, in the background while serving.
-    #[arg(long, default_value_t = DEFAULT_IV_PRECOMPUTE)]
+    #[arg(long, default_value_t = ServerConfig::default().iv_precompute)]
     iv_precompute: u64,
-    /// Stone Game IV table file: loaded at start (recomputed if missing or corrupt),
-    /// saved after the start-up precompute and at shutdown when the table has grown.
+    /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
+    /// directory is missing or it is not a table), saved after the start-up precompute
+    /// and at shutdown when the table has grown.
     #[arg(long)]
     iv_table: Option<PathBuf>,
     /// HTTP/2 receive window of one stream, in bytes (default: hyper's, 1 MiB).
@@ -65,25 +66,47 @@ struct Args {
     /// Solver pool threads (large problems and batches); default: one per core.
     #[arg(long)]
     solver_threads: Option<std::num::NonZeroUsize>,
+    /// PEM certificate chain: serve TLS (with --tls-key); SIGHUP rereads the files.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// PEM CA certificates: require client certificates signed by them (mutual TLS).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (plaintext; off by default).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Seconds after which a connection is sent a GOAWAY (its calls finish; the client
+    /// reconnects, perhaps to another replica); default: never.
+    #[arg(long)]
+    max_connection_age: Option<f64>,
+    /// Seconds after --max-connection-age that a connection is closed, calls and all.
+    #[arg(long)]
+    max_connection_age_grace: Option<f64>,
+    /// Log lines as text for people or as JSON objects for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One human-readable line an event.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 /// mimalloc instead of glibc malloc: the server allocates and frees a buffer per message.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// 2·10^7 piles take 0.26 s on two idle cores; requests for larger piles grow the
-/// table on demand anyway (all of 10^9 in about 16 s).
-const DEFAULT_IV_PRECOMPUTE: u64 = 20_000_000;
-
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let args = Args::parse();
+    let format = args.log_format;
+    init_logging(format);
     let result = build_runtime(&args).and_then(|runtime| {
         let result = runtime.block_on(run(args));
         // A table extension still running on the blocking pool must not hold the exit.
@@ -92,11 +115,24 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
+        // Once: as a JSON event for collectors, as a plain line for people.
+        Err(err) if format == LogFormat::Json => {
             tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+        Err(err) => {
             eprintln!("gamesolver-server: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
     }
 }
 
@@ -105,46 +141,99 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Duration::try_from_secs_f64(s)
             .with_context(|| format!("--{flag} must be a non-negative number of seconds"))
     };
-    let request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    // An absent or zero duration is none.
+    let optional = |s: Option<f64>, flag: &str| -> anyhow::Result<Option<Duration>> {
+        Ok(s.map(|s| seconds(s, flag)).transpose()?.filter(|d| !d.is_zero()))
+    };
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let settings = TlsSettings { cert, key, client_ca: args.tls_client_ca };
+            let (tls, loaded) = ReloadableTls::load(settings).context("cannot load the TLS files")?;
+            log_loaded(&tls, &loaded, "TLS certificates loaded");
+            Some(Arc::new(tls))
+        }
+        _ => None,
+    };
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => Some(Arc::new(
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
+        )),
+        None => None,
+    };
     let config = ServerConfig {
         max_message_bytes: args.max_message_bytes,
         shutdown_grace: seconds(args.shutdown_timeout, "shutdown-timeout")?,
         max_concurrent_streams: args.max_concurrent_streams,
-        request_timeout: (!request_timeout.is_zero()).then_some(request_timeout),
+        request_timeout: optional(args.request_timeout, "request-timeout")?,
         solver: SolverConfig {
             inline_work: args.inline_work,
             stream_in_flight_bytes: args.stream_in_flight_bytes,
             ..SolverConfig::default()
         },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
+        iv_precompute: args.iv_precompute,
+        iv_table_file: args.iv_table,
         http2_stream_window: args.http2_stream_window,
         http2_connection_window: args.http2_connection_window,
         compress_responses: args.compress_responses,
+        tls: tls.clone(),
+        metrics_listener: metrics_listener.clone(),
+        max_connection_age: optional(args.max_connection_age, "max-connection-age")?,
+        max_connection_age_grace: optional(args.max_connection_age_grace, "max-connection-age-grace")?,
     };
-    let iv_store = args.iv_table.map(|path| Arc::new(IvTableStore::new(path)));
-    if let Some(store) = &iv_store {
-        let (store, table) = (Arc::clone(store), Arc::clone(&config.iv_table));
-        tokio::task::spawn_blocking(move || store.load_or_report(&table)).await?;
-    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let shutdown = shutdown_signal()?;
-    let addr = listener.local_addr()?;
-    iv_table_file::precompute_in_background(
-        Arc::clone(&config.iv_table),
-        args.iv_precompute,
-        iv_store.clone(),
-    );
-    // The one line on stdout, for scripts that start the server on port 0.
-    println!("listening on {addr}");
-    tracing::info!(%addr, "gamesolver-server ready");
-    let iv_table = Arc::clone(&config.iv_table);
-    server::serve(listener, config, shutdown).await?;
-    if let Some(store) = iv_store {
-        tokio::task::spawn_blocking(move || store.save_or_report(&iv_table)).await?;
+    if let Some(tls) = tls {
+        reload_on_sighup(tls)?;
     }
+    let addr = listener.local_addr()?;
+    // The lines on stdout, for scripts that start the server on port 0.
+    println!("listening on {addr}");
+    if let Some(metrics) = &metrics_listener {
+        println!("metrics on {}", metrics.local_addr()?);
+    }
+    server::serve(listener, config, shutdown).await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Logs what a TLS load read: the server certificate and any client CAs.
+fn log_loaded(tls: &ReloadableTls, loaded: &LoadedTls, message: &str) {
+    let settings = tls.settings();
+    tracing::info!(
+        cert = %settings.cert.display(),
+        key = %settings.key.display(),
+        certificate = %loaded.cert,
+        "{message}"
+    );
+    for ca in &loaded.client_cas {
+        let client_ca = settings.client_ca.as_deref().unwrap_or(std::path::Path::new("")).display();
+        tracing::info!(%client_ca, certificate = %ca, "client CA loaded: client certificates are required");
+    }
+}
+
+/// On each SIGHUP, rereads the TLS files; a failure is logged and the old ones stay.
+fn reload_on_sighup(tls: Arc<ReloadableTls>) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                match tls.reload() {
+                    Ok(loaded) => log_loaded(&tls, &loaded, "SIGHUP: TLS certificates reloaded"),
+                    Err(err) => {
+                        tracing::error!("SIGHUP: TLS reload failed, keeping the previous certificates: {err}")
+                    }
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = tls;
     Ok(())
 }
 

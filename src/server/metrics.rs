@@ -1,0 +1,528 @@
+//! Prometheus metrics: what the server counts, the tower layer that counts calls, and the
+//! plaintext `/metrics` endpoint on its own port.
+//!
+//! Calls are counted in a layer around every service (health and reflection included), so
+//! a call's code is the one the client sees: tonic puts `grpc-status` in the response
+//! headers when a call fails before its first message (trailers-only) and in the trailers
+//! otherwise, so the layer reads both. A response body dropped before its end is a call
+//! the client cancelled. Method labels come from the services' descriptor sets, and a
+//! path outside them is counted as `unknown`, so a client cannot grow the label space.
+//!
+//! Problems are tallied per batch (or per rayon task) and added to the shared counters
+//! once, so that a million small problems a second do not contend on one atomic.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body::{Frame, SizeHint};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use prost::Message;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::body::Body;
+use tower::{Layer, Service};
+
+use crate::convert::ProblemError;
+use crate::games::StoneGameIvTable;
+use crate::pb;
+
+/// Labels of one RPC.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    service: &'static str,
+    method: &'static str,
+}
+
+/// Labels of one finished call.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    service: &'static str,
+    method: &'static str,
+    code: &'static str,
+}
+
+/// Labels of one answered problem: its game and `solved` or its error's reason.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProblemLabels {
+    game: &'static str,
+    outcome: &'static str,
+}
+
+/// Labels of one Stone Game IV table extension.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    cause: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric of one server; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: HistogramFamily<MethodLabels>,
+    in_flight: Family<MethodLabels, Gauge>,
+    received: Family<MethodLabels, Counter>,
+    problems: Family<ProblemLabels, Counter>,
+    connections: Counter,
+    connections_open: Gauge,
+    tls_handshake_failures: Counter,
+    iv_covered: Gauge,
+    iv_extensions: HistogramFamily<CauseLabels>,
+    iv_table: Arc<StoneGameIvTable>,
+}
+
+/// Call latencies from 100 µs to about 100 s, a bucket every factor of 4.
+fn call_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 4.0, 11))
+}
+
+/// Table extensions from 1 ms to about 1000 s.
+fn extension_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 4.0, 11))
+}
+
+impl Metrics {
+    /// A fresh set of metrics; the table's coverage is read at each scrape.
+    pub fn new(iv_table: Arc<StoneGameIvTable>) -> Self {
+        let mut registry = Registry::with_prefix("gamesolver");
+        let inner = Inner {
+            calls: Family::default(),
+            durations: Family::new_with_constructor(call_buckets),
+            in_flight: Family::default(),
+            received: Family::default(),
+            problems: Family::default(),
+            connections: Counter::default(),
+            connections_open: Gauge::default(),
+            tls_handshake_failures: Counter::default(),
+            iv_covered: Gauge::default(),
+            iv_extensions: Family::new_with_constructor(extension_buckets),
+            iv_table,
+            registry: Registry::default(),
+        };
+        registry.register("calls", "Finished gRPC calls by method and status code", inner.calls.clone());
+        registry.register_with_unit(
+            "call_duration",
+            "Time from a call's request headers to the end of its response",
+            Unit::Seconds,
+            inner.durations.clone(),
+        );
+        registry.register("calls_in_flight", "gRPC calls (HTTP/2 streams) open now", inner.in_flight.clone());
+        registry.register_with_unit(
+            "received",
+            "Request body bytes received (gRPC frames, as compressed on the wire)",
+            Unit::Bytes,
+            inner.received.clone(),
+        );
+        registry.register(
+            "problems",
+            "Problems answered, by game and outcome (solved, or the error's reason)",
+            inner.problems.clone(),
+        );
+        registry.register(
+            "connections",
+            "Connections accepted (after the TLS handshake)",
+            inner.connections.clone(),
+        );
+        registry.register("connections_open", "Connections open now", inner.connections_open.clone());
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed or timed out",
+            inner.tls_handshake_failures.clone(),
+        );
+        registry.register(
+            "iv_table_covered",
+            "Stone Game IV piles below this are classified",
+            inner.iv_covered.clone(),
+        );
+        registry.register_with_unit(
+            "iv_table_extension",
+            "Time a caller spent growing the Stone Game IV table (or waiting for the growth it needed)",
+            Unit::Seconds,
+            inner.iv_extensions.clone(),
+        );
+        registry.register(
+            "build",
+            "The running build",
+            Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
+        );
+        Metrics { inner: Arc::new(Inner { registry, ..inner }) }
+    }
+
+    /// The metrics in the OpenMetrics text format, as Prometheus scrapes them.
+    pub fn encode(&self) -> String {
+        let covered = self.inner.iv_table.covered();
+        self.inner.iv_covered.set(i64::try_from(covered).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
+        text
+    }
+
+    /// Records one Stone Game IV extension of `seconds`, by what asked for it.
+    pub(crate) fn observe_iv_extension(&self, cause: &'static str, seconds: f64) {
+        self.inner.iv_extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
+    }
+
+    /// A tally of problems that adds itself to the counters when dropped.
+    pub(crate) fn tally(&self) -> ProblemTally {
+        ProblemTally { metrics: self.clone(), counts: Vec::new() }
+    }
+
+    /// Counts an accepted connection and keeps it counted as open until the guard drops.
+    pub(crate) fn connection_opened(&self) -> ConnectionGuard {
+        self.inner.connections.inc();
+        self.inner.connections_open.inc();
+        ConnectionGuard(self.clone())
+    }
+
+    /// Counts a TLS handshake that failed or timed out.
+    pub(crate) fn tls_handshake_failed(&self) {
+        self.inner.tls_handshake_failures.inc();
+    }
+}
+
+/// Keeps one connection in `gamesolver_connections_open`.
+#[derive(Debug)]
+pub(crate) struct ConnectionGuard(Metrics);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.inner.connections_open.dec();
+    }
+}
+
+/// The game label of a wire problem.
+pub(crate) fn game_label(problem: Option<&pb::Problem>) -> &'static str {
+    use pb::problem::Game as G;
+    match problem.and_then(|problem| problem.game.as_ref()) {
+        Some(G::SumGame(_)) => "sum_game",
+        Some(G::StoneGameIx(_)) => "stone_game_ix",
+        Some(G::StoneGameIv(_)) => "stone_game_iv",
+        None => "none",
+    }
+}
+
+/// Problems counted locally, added to the shared counters on drop.
+#[derive(Debug)]
+pub(crate) struct ProblemTally {
+    metrics: Metrics,
+    /// (game, outcome, count); a batch has a handful of distinct pairs.
+    counts: Vec<(&'static str, &'static str, u64)>,
+}
+
+impl ProblemTally {
+    /// Counts one problem of `game` with its result.
+    pub(crate) fn record<T>(&mut self, game: &'static str, result: &Result<T, ProblemError>) {
+        let outcome = match result {
+            Ok(_) => "solved",
+            Err(err) => err.reason(),
+        };
+        match self.counts.iter_mut().find(|(g, o, _)| *g == game && *o == outcome) {
+            Some((_, _, count)) => *count += 1,
+            None => self.counts.push((game, outcome, 1)),
+        }
+    }
+}
+
+impl Drop for ProblemTally {
+    fn drop(&mut self) {
+        for &(game, outcome, count) in &self.counts {
+            self.metrics.inner.problems.get_or_create(&ProblemLabels { game, outcome }).inc_by(count);
+        }
+    }
+}
+
+/// The RPCs this server knows, by path, from the descriptor sets of its services; built
+/// once a process (the names are leaked once, to be `'static` labels).
+fn known_methods() -> &'static HashMap<String, MethodLabels> {
+    static KNOWN: OnceLock<HashMap<String, MethodLabels>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let sets = [
+            pb::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+        ];
+        let mut known = HashMap::new();
+        for set in sets {
+            // The sets are compiled in; one that does not decode contributes nothing.
+            let Ok(set) = prost_types::FileDescriptorSet::decode(set) else { continue };
+            for file in set.file {
+                for service in &file.service {
+                    let full = format!("{}.{}", file.package(), service.name());
+                    let service_label: &'static str = full.leak();
+                    for method in &service.method {
+                        let path = format!("/{service_label}/{}", method.name());
+                        let method: &'static str = method.name().to_owned().leak();
+                        known.insert(path, MethodLabels { service: service_label, method });
+                    }
+                }
+            }
+        }
+        known
+    })
+}
+
+const UNKNOWN_METHOD: MethodLabels = MethodLabels { service: "unknown", method: "unknown" };
+
+/// Counts every call: its code, duration, bytes received, and calls in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct CallMetricsLayer {
+    pub(crate) metrics: Metrics,
+}
+
+impl<S> Layer<S> for CallMetricsLayer {
+    type Service = CallMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CallMetrics { inner, metrics: self.metrics.clone() }
+    }
+}
+
+/// The service [`CallMetricsLayer`] makes.
+#[derive(Debug, Clone)]
+pub(crate) struct CallMetrics<S> {
+    inner: S,
+    metrics: Metrics,
+}
+
+impl<S> Service<http::Request<Body>> for CallMetrics<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let method = *known_methods().get(request.uri().path()).unwrap_or(&UNKNOWN_METHOD);
+        let call = CallRecord::start(self.metrics.clone(), method);
+        let received = self.metrics.inner.received.get_or_create(&method).clone();
+        let request = request.map(|body| Body::new(CountedBody { inner: body, received }));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            let code = response.headers().get("grpc-status").map(code_label);
+            Ok(response.map(|body| Body::new(ObservedBody { inner: body, call: Some(call), code })))
+        })
+    }
+}
+
+/// One call from its request headers until its code is known; counted as in flight
+/// meanwhile, and as `CANCELLED` if dropped before.
+#[derive(Debug)]
+struct CallRecord {
+    metrics: Metrics,
+    method: MethodLabels,
+    started: Instant,
+}
+
+impl CallRecord {
+    fn start(metrics: Metrics, method: MethodLabels) -> Self {
+        metrics.inner.in_flight.get_or_create(&method).inc();
+        CallRecord { metrics, method, started: Instant::now() }
+    }
+
+    fn finish(self, code: &'static str) {
+        let inner = &self.metrics.inner;
+        let MethodLabels { service, method } = self.method;
+        inner.calls.get_or_create(&CallLabels { service, method, code }).inc();
+        inner.durations.get_or_create(&self.method).observe(self.started.elapsed().as_secs_f64());
+        inner.in_flight.get_or_create(&self.method).dec();
+    }
+}
+
+/// The code name of a `grpc-status` value.
+fn code_label(value: &http::HeaderValue) -> &'static str {
+    let number = value.to_str().ok().and_then(|v| v.parse::<i32>().ok()).unwrap_or(2);
+    match tonic::Code::from_i32(number) {
+        tonic::Code::Ok => "OK",
+        tonic::Code::Cancelled => "CANCELLED",
+        tonic::Code::Unknown => "UNKNOWN",
+        tonic::Code::InvalidArgument => "INVALID_ARGUMENT",
+        tonic::Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        tonic::Code::NotFound => "NOT_FOUND",
+        tonic::Code::AlreadyExists => "ALREADY_EXISTS",
+        tonic::Code::PermissionDenied => "PERMISSION_DENIED",
+        tonic::Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        tonic::Code::FailedPrecondition => "FAILED_PRECONDITION",
+        tonic::Code::Aborted => "ABORTED",
+        tonic::Code::OutOfRange => "OUT_OF_RANGE",
+        tonic::Code::Unimplemented => "UNIMPLEMENTED",
+        tonic::Code::Internal => "INTERNAL",
+        tonic::Code::Unavailable => "UNAVAILABLE",
+        tonic::Code::DataLoss => "DATA_LOSS",
+        tonic::Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// A request body that counts its data bytes as they arrive.
+struct CountedBody {
+    inner: Body,
+    received: Counter,
+}
+
+impl http_body::Body for CountedBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                self.received.inc_by(data.len() as u64);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that finishes its call's record at the trailers (or the end).
+struct ObservedBody {
+    inner: Body,
+    call: Option<CallRecord>,
+    /// The code from the headers of a trailers-only response.
+    code: Option<&'static str>,
+}
+
+impl ObservedBody {
+    fn finish(&mut self, code: &'static str) {
+        if let Some(call) = self.call.take() {
+            call.finish(code);
+        }
+    }
+}
+
+impl http_body::Body for ObservedBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(status) = frame.trailers_ref().and_then(|t| t.get("grpc-status")) {
+                    let code = code_label(status);
+                    self.finish(code);
+                }
+            }
+            Poll::Ready(Some(Err(status))) => {
+                let code = code_label(&http::HeaderValue::from(status.code() as i32));
+                self.finish(code);
+            }
+            Poll::Ready(None) => {
+                let code = self.code.unwrap_or("UNKNOWN");
+                self.finish(code);
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ObservedBody {
+    fn drop(&mut self) {
+        // hyper may drop an empty trailers-only body unpolled; anything else that ends
+        // here was cut off: the client cancelled or the connection went.
+        let code = self.code.unwrap_or("CANCELLED");
+        self.finish(code);
+    }
+}
+
+/// Serves `GET /metrics` on `listener` (HTTP/1.1, plaintext) until `stop` is cancelled.
+pub(crate) async fn serve_metrics(listener: TcpListener, metrics: Metrics, stop: CancellationToken) {
+    use hyper::{Method, Response, StatusCode};
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors, most likely: give the process a moment.
+                    tracing::warn!("metrics endpoint: accept failed: {err}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => return,
+        };
+        let metrics = metrics.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let response = match (request.method(), request.uri().path()) {
+                        (&Method::GET, "/metrics") => Response::builder()
+                            .header(
+                                http::header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(http_body_util::Full::new(Bytes::from(metrics.encode()))),
+                        _ => Response::builder()
+                            .status(StatusCode::NOT_FOUND)
+                            .body(http_body_util::Full::new(Bytes::from_static(b"only /metrics here\n"))),
+                    };
+                    std::future::ready(response)
+                });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                result = connection => {
+                    if let Err(err) = result {
+                        tracing::debug!("metrics endpoint: {err}");
+                    }
+                }
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,266 @@
+//! TLS for the gRPC port, with certificates that can be replaced while serving.
+//!
+//! tonic's own `Server::tls_config` fixes the certificate for the server's lifetime, so
+//! the handshake happens here instead: [`ReloadableTls`] holds the current rustls
+//! configuration behind an atomic swap, every new connection takes the one current at
+//! its handshake, and [`ReloadableTls::reload`] rereads the files. A reload that fails
+//! leaves the running configuration alone, so a half-copied certificate never takes the
+//! service down. The crypto provider is ring's, as tonic's `tls-ring` feature uses, so
+//! the process carries one provider.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls::{self, server::WebPkiClientVerifier, RootCertStore, ServerConfig};
+use tokio_rustls::server::TlsStream;
+
+/// Where the server's certificate chain, its key and (for mutual TLS) the client CA live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// PEM CA certificates; when set, clients must present a certificate they signed.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Why a TLS configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A file holds no PEM item of the kind wanted, or a malformed one.
+    #[error("{path}: {what}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or wrong.
+        what: String,
+    },
+    /// rustls refused the combination (a key that does not match the certificate, say).
+    #[error("{path}: {source}")]
+    Rustls {
+        /// The file at fault (the key for a mismatch).
+        path: PathBuf,
+        /// rustls's reason.
+        source: rustls::Error,
+    },
+    /// The client CA file could not make a verifier.
+    #[error("{path}: {source}")]
+    ClientCa {
+        /// The client CA file.
+        path: PathBuf,
+        /// The verifier's reason.
+        source: rustls::server::VerifierBuilderError,
+    },
+}
+
+/// What a load read, for the log: one line per certificate that matters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedTls {
+    /// The server's leaf certificate.
+    pub cert: CertificateSummary,
+    /// The client CA certificates, when mutual TLS is on.
+    pub client_cas: Vec<CertificateSummary>,
+}
+
+/// Subject, serial and expiry of one certificate, as an operator checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateSummary {
+    /// The subject's distinguished name.
+    pub subject: String,
+    /// The serial number in hex.
+    pub serial: String,
+    /// The end of validity (RFC 2822).
+    pub not_after: String,
+}
+
+impl CertificateSummary {
+    fn of(der: &CertificateDer<'_>) -> Self {
+        match x509_parser::parse_x509_certificate(der) {
+            Ok((_, cert)) => CertificateSummary {
+                subject: cert.subject().to_string(),
+                serial: cert.raw_serial_as_string(),
+                not_after: cert.validity().not_after.to_rfc2822().unwrap_or_else(|err| err),
+            },
+            // rustls parses again when it uses the certificate and reports it then.
+            Err(err) => CertificateSummary {
+                subject: format!("unparsable certificate: {err}"),
+                serial: String::new(),
+                not_after: String::new(),
+            },
+        }
+    }
+}
+
+impl fmt::Display for CertificateSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "subject \"{}\", serial {}, expires {}", self.subject, self.serial, self.not_after)
+    }
+}
+
+/// The TLS acceptor of the gRPC port: the current configuration, swapped whole on reload.
+pub struct ReloadableTls {
+    settings: TlsSettings,
+    current: ArcSwap<ServerConfig>,
+}
+
+impl fmt::Debug for ReloadableTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadableTls").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl ReloadableTls {
+    /// Loads the files named by `settings`; the server cannot start without them.
+    pub fn load(settings: TlsSettings) -> Result<(Self, LoadedTls), TlsError> {
+        let (config, loaded) = build(&settings)?;
+        Ok((ReloadableTls { settings, current: ArcSwap::from_pointee(config) }, loaded))
+    }
+
+    /// The files this acceptor reads.
+    pub fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
+    /// Rereads the files; on success new handshakes use them, on failure nothing changes.
+    /// Connections already open keep the certificate they were made with.
+    pub fn reload(&self) -> Result<LoadedTls, TlsError> {
+        let (config, loaded) = build(&self.settings)?;
+        self.current.store(Arc::new(config));
+        Ok(loaded)
+    }
+
+    /// Runs the server side of a TLS handshake on `io` with the current configuration.
+    pub async fn accept<IO>(&self, io: IO) -> io::Result<TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        tokio_rustls::TlsAcceptor::from(self.current.load_full()).accept(io).await
+    }
+}
+
+/// A rustls server configuration from the files: HTTP/2 only (ALPN `h2`), client
+/// certificates required when a client CA is given.
+fn build(settings: &TlsSettings) -> Result<(ServerConfig, LoadedTls), TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = read_certificates(&settings.cert)?;
+    let key = read_key(&settings.key)?;
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|source| TlsError::Rustls { path: settings.cert.clone(), source })?;
+    let (builder, client_cas) = match &settings.client_ca {
+        None => (builder.with_no_client_auth(), Vec::new()),
+        Some(path) => {
+            let cas = read_certificates(path)?;
+            let mut roots = RootCertStore::empty();
+            for ca in &cas {
+                roots.add(ca.clone()).map_err(|source| TlsError::Rustls { path: path.clone(), source })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|source| TlsError::ClientCa { path: path.clone(), source })?;
+            (builder.with_client_cert_verifier(verifier), cas.iter().map(CertificateSummary::of).collect())
+        }
+    };
+    let leaf = CertificateSummary::of(&certs[0]);
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|source| TlsError::Rustls { path: settings.key.clone(), source })?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((config, LoadedTls { cert: leaf, client_cas }))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read { path: path.into(), source })
+}
+
+/// Every certificate in a PEM file; at least one.
+fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read(path)?;
+    let pem_error = |what: String| TlsError::Pem { path: path.into(), what };
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| pem_error(format!("bad PEM: {err}")))?;
+    if certs.is_empty() {
+        return Err(pem_error("no CERTIFICATE in the file".into()));
+    }
+    Ok(certs)
+}
+
+/// The first private key in a PEM file.
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let bytes = read(path)?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|err| TlsError::Pem {
+        path: path.into(),
+        what: match err {
+            rustls_pki_types::pem::Error::NoItemsFound => "no PRIVATE KEY in the file".into(),
+            err => format!("bad PEM: {err}"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let (cert_path, key_path) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+        std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+        std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    }
+
+    #[test]
+    fn loads_a_pair_and_names_its_subject() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = write_pair(dir.path(), "server");
+        let (_, loaded) = ReloadableTls::load(TlsSettings { cert, key, client_ca: None }).unwrap();
+        assert_eq!(loaded.cert.subject, "CN=rcgen self signed cert");
+        assert!(loaded.client_cas.is_empty());
+    }
+
+    #[test]
+    fn each_bad_file_is_named_in_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = write_pair(dir.path(), "a");
+        let (_, other_key) = write_pair(dir.path(), "b");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let load = |cert: &Path, key: &Path| {
+            let settings = TlsSettings { cert: cert.into(), key: key.into(), client_ca: None };
+            ReloadableTls::load(settings).unwrap_err().to_string()
+        };
+        let missing = dir.path().join("missing.pem");
+        assert!(load(&missing, &key).starts_with(&format!("{}: ", missing.display())));
+        assert_eq!(load(&empty, &key), format!("{}: no CERTIFICATE in the file", empty.display()));
+        assert_eq!(load(&cert, &empty), format!("{}: no PRIVATE KEY in the file", empty.display()));
+        assert_eq!(load(&cert, &cert), format!("{}: no PRIVATE KEY in the file", cert.display()));
+        assert!(load(&cert, &other_key).starts_with(&format!("{}: ", other_key.display())));
+    }
+
+    #[test]
+    fn a_failed_reload_keeps_the_running_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = write_pair(dir.path(), "server");
+        let (tls, _) = ReloadableTls::load(TlsSettings { cert: cert.clone(), key, client_ca: None }).unwrap();
+        let before = tls.current.load_full();
+        std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\ngarbage\n").unwrap();
+        assert!(tls.reload().is_err());
+        assert!(Arc::ptr_eq(&before, &tls.current.load_full()));
+    }
+}

@@ -1,0 +1,119 @@
+//! Shared by the production-feature tests: certificates made at run time (a CA and the
+//! leaves it signs) and scraping `/metrics`.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+};
+
+/// A certificate authority.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate and its key, in PEM.
+pub struct Leaf {
+    pub cert: String,
+    pub key: String,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        TestCa { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
+    }
+
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1.
+    pub fn server(&self, name: &str) -> Leaf {
+        self.leaf(name, ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate.
+    pub fn client(&self, name: &str) -> Leaf {
+        self.leaf(name, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn leaf(&self, name: &str, usage: ExtendedKeyUsagePurpose) -> Leaf {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Leaf { cert: cert.pem(), key: key.serialize_pem() }
+    }
+}
+
+/// Writes `leaf` to `dir/NAME.pem` and `dir/NAME.key`; returns both paths.
+pub fn write_leaf(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    std::fs::write(&cert, &leaf.cert).unwrap();
+    std::fs::write(&key, &leaf.key).unwrap();
+    (cert, key)
+}
+
+/// Writes the CA's certificate to `dir/NAME.pem`.
+pub fn write_ca(dir: &Path, name: &str, ca: &TestCa) -> PathBuf {
+    let path = dir.join(format!("{name}.pem"));
+    std::fs::write(&path, ca.pem()).unwrap();
+    path
+}
+
+/// A tonic TLS config trusting `ca`, presenting `identity` if given.
+pub fn client_tls(ca: &TestCa, identity: Option<&Leaf>) -> tonic::transport::ClientTlsConfig {
+    let config = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca.pem()))
+        .domain_name("localhost");
+    match identity {
+        Some(leaf) => config.identity(tonic::transport::Identity::from_pem(&leaf.cert, &leaf.key)),
+        None => config,
+    }
+}
+
+/// GETs `/metrics` from `addr` (HTTP/1.0, so the server closes when done) and returns
+/// the body.
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect to /metrics");
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The value of the series written exactly as `series` (name and labels), if present.
+pub fn series(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A loopback listener for the metrics endpoint, and its address.
+pub fn metrics_listener() -> (std::sync::Arc<std::net::TcpListener>, std::net::SocketAddr) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    (std::sync::Arc::new(listener), addr)
+}
+
+/// The value of `name` once it equals `expected`, or its last value after 5 s: for
+/// counters the server updates just after the client has seen the outcome (a refused
+/// handshake, a cancelled call).
+pub async fn settled(addr: std::net::SocketAddr, name: &str, expected: f64) -> Option<f64> {
+    let mut value = None;
+    for _ in 0..100 {
+        value = series(&scrape(addr).await, name);
+        if value == Some(expected) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    value
+}
