@@ -193,7 +193,15 @@ impl Failure {
     fn describe(&self) -> String {
         match self {
             Failure::Connect(err) => format!("cannot connect: {}", error_chain(err)),
-            Failure::Status(status) => format!("{:?}: {}", status.code(), status.message()),
+            Failure::Status(status) => {
+                // A transport failure (a TLS alert, a reset) is only named in the sources.
+                let mut text = format!("{:?}: {}", status.code(), status.message());
+                if let Some(source) = std::error::Error::source(status) {
+                    text.push_str(": ");
+                    text.push_str(&error_chain(source));
+                }
+                text
+            }
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::WriterGone => "output writer stopped".to_owned(),
         }
