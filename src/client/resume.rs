@@ -559,4 +559,95 @@ mod tests {
         long.add(Line::Text { number: 2 }, b"c");
         assert_ne!(base.hash, long.checkpoint().hash);
     }
+
+    const OPTIONS: OutputOptions = OutputOptions { winner_only: false, max_message_bytes: 1 << 20 };
+
+    /// An input with blank lines; its non-blank lines have ids a, (line 4), c, d.
+    const INPUT: &[u8] = b"{\"id\":\"a\"}\n\n  \n{}\n{\"id\":\"c\"}\n\n{\"id\":\"d\"}\n";
+
+    fn reader(input: &[u8]) -> ProblemReader {
+        ProblemReader::from_reader(Box::new(io::Cursor::new(input.to_vec())), None, 1 << 20).unwrap()
+    }
+
+    /// The fingerprint of the first `lines` non-blank lines of `input`.
+    fn fingerprint_of(input: &[u8], lines: u64) -> Checkpoint {
+        let (mut reader, mut fingerprint, mut text) = (reader(input), Fingerprint::default(), Vec::new());
+        while fingerprint.lines < lines {
+            let line = reader.next_line(&mut text).unwrap().unwrap();
+            if !is_blank(&text) {
+                fingerprint.add(line, &text);
+            }
+        }
+        fingerprint.checkpoint()
+    }
+
+    /// An output of `ids` (plus `tail`) whose sidecar counts the first `checkpoint` lines of INPUT.
+    fn output(dir: &Path, ids: &[&str], tail: &str, checkpoint: u64) -> PathBuf {
+        let path = dir.join("out.jsonl");
+        let mut text: String =
+            ids.iter().map(|id| format!("{{\"id\":\"{id}\",\"aliceWins\":false}}\n")).collect();
+        text.push_str(tail);
+        std::fs::write(&path, text).unwrap();
+        Sidecar::create(&path, "in.jsonl".into(), OPTIONS, fingerprint_of(INPUT, checkpoint)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_resume_skips_the_answered_lines_blank_ones_too() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two lines checkpointed, a third written after, half a fourth cut off.
+        let path = output(dir.path(), &["a", "4", "c"], "{\"id\":\"d", 2);
+        let mut input = reader(INPUT);
+        let resumed = resume(&path, OPTIONS, &mut input).unwrap();
+        assert_eq!(resumed.point, ResumePoint { lines: 3, errors: 0, truncated: 8 });
+        assert_eq!(resumed.fingerprint.checkpoint(), fingerprint_of(INPUT, 3));
+        let mut text = Vec::new();
+        assert_eq!(input.next_line(&mut text).unwrap(), Some(Line::Text { number: 6 }));
+        assert!(std::fs::read_to_string(&path).unwrap().ends_with("\"c\",\"aliceWins\":false}\n"));
+    }
+
+    #[test]
+    fn a_resume_refuses_what_it_cannot_prove() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused =
+            |path: &Path, input: &[u8], options| resume(path, options, &mut reader(input)).unwrap_err();
+
+        let path = output(dir.path(), &["a", "4", "x"], "", 2);
+        let err = refused(&path, INPUT, OPTIONS);
+        assert!(matches!(&err, ResumeError::IdDiffers { line: 3, input_line: 5, .. }), "{err}");
+        assert!(err
+            .to_string()
+            .ends_with("answers id \"x\" but input line 5 has id \"c\": not this input's output"));
+
+        let path = output(dir.path(), &["a", "4", "c"], "", 2);
+        let other = b"{\"id\":\"a\"}\n{}\n{\"id\":\"c\"}\n";
+        let err = refused(&path, other, OPTIONS);
+        assert!(matches!(err, ResumeError::InputDiffers { lines: 2, input_line: 4, .. }), "{err}");
+        let err = refused(&path, b"{\"id\":\"a\"}\n\n  \n{}\n", OPTIONS);
+        assert!(matches!(err, ResumeError::InputShorter { output_lines: 3, input_lines: 2, .. }), "{err}");
+        let err = refused(&path, INPUT, OutputOptions { winner_only: true, ..OPTIONS });
+        assert!(matches!(err, ResumeError::OptionsDiffer { .. }), "{err}");
+
+        let path = output(dir.path(), &["a"], "", 2);
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::Cut { lines: 1, checkpoint: 2, .. }));
+
+        std::fs::remove_file(sidecar_path(&path)).unwrap();
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::NotOurs { .. }));
+        std::fs::write(sidecar_path(&path), "{}").unwrap();
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::BadSidecar { .. }));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"id\":\"a\",\"aliceWins\":false}\n",
+            "untouched"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_empty_output_is_a_fresh_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.jsonl");
+        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
+    }
 }
