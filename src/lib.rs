@@ -5,7 +5,7 @@
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
 //! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
-//! - [`pool`]: runs CPU-heavy work on rayon without blocking the async runtime.
+//! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
 //! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits, and
 //!   the status codes other gRPC stacks send (`server/grpc_codes.rs`).
@@ -18,6 +18,6 @@ pub mod convert;
 pub mod games;
 pub mod iv_table_file;
 pub mod pb;
-pub mod pool;
+pub(crate) mod pool;
 pub mod server;
 pub mod service;

@@ -86,15 +86,18 @@ fn bad_lines_keep_their_place_and_exit_one() {
 
     let output = std::fs::read_to_string(&output).unwrap();
     let solutions: Vec<pb::Solution> = output.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(solutions.len(), lines.len());
+    // Blank lines are skipped; every other line keeps its place.
+    let kept: Vec<usize> = (0..lines.len()).filter(|i| i % 500 != 8).collect();
+    assert_eq!(solutions.len(), kept.len());
     let invalid = pb::solution_error::Code::InvalidArgument as i32;
-    for (i, solution) in solutions.iter().enumerate() {
+    for (&i, solution) in kept.iter().zip(&solutions) {
         let code = solution.error.as_ref().map(|e| e.code);
         let (id, want) = match i % 500 {
-            7 | 8 => ((i + 1).to_string(), Some(invalid)),
+            7 => ((i + 1).to_string(), Some(invalid)),
             9 => (format!("nogame{i}"), Some(invalid)),
             10 => (format!("badchar{i}"), Some(invalid)),
             11 => (format!("unknown{i}"), Some(invalid)),
+            // No id: the line number, blank lines counted.
             12 => ((i + 1).to_string(), None),
             _ => (format!("p{i}"), None),
         };
@@ -159,18 +162,52 @@ fn a_server_killed_and_restarted_mid_run_still_yields_everything_once_in_order()
     assert_all_correct(&input, &output);
 }
 
-#[test]
-fn resume_completes_a_cut_off_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
-    generate(&input, 10_000, 5);
-    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output)]);
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    let complete = std::fs::read(&output).unwrap();
+/// Starts `solve - -o OUTPUT` fed with the first half of `input` (stdin left open, so
+/// the run cannot finish) and waits until answers are on disk.
+fn start_half_run(input: &Path, output: &Path) -> (std::process::Child, std::process::ChildStdin) {
+    let text = std::fs::read(input).unwrap();
+    let mut run = Command::new(CLIENT)
+        .args(["solve", "-", "-o", path_str(output), "--quiet"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(&text[..text.len() / 2]).unwrap();
+    stdin.flush().unwrap();
+    // Answers on disk mean the run (and its Ctrl-C handler) is up.
+    for _ in 0..1500 {
+        if std::fs::metadata(output).map_or(0, |m| m.len()) > 0 {
+            return (run, stdin);
+        }
+        assert!(run.try_wait().unwrap().is_none(), "client exited early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no answers within 30 s");
+}
 
-    // Cut mid-line, as a killed run leaves it.
-    let cut = (complete.len() * 2 / 5..).find(|&at| complete[at - 1] != b'\n').unwrap();
-    std::fs::write(&output, &complete[..cut]).unwrap();
+#[test]
+fn resume_completes_an_output_cut_by_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output, complete) =
+        (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"), dir.path().join("complete.jsonl"));
+    generate(&input, 60_000, 5);
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&complete)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let complete = std::fs::read(&complete).unwrap();
+
+    let (mut run, stdin) = start_half_run(&input, &output);
+    run.kill().unwrap(); // SIGKILL: no handler, no flush
+    run.wait().unwrap();
+    drop(stdin);
+    // A killed writer may leave half a line.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&output)
+        .unwrap()
+        .write_all(b"{\"id\":\"g3\",\"ali")
+        .unwrap();
+
     let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("resumed after"), "{stderr}");
@@ -184,25 +221,217 @@ fn resume_completes_a_cut_off_output() {
 }
 
 #[test]
+fn resume_refuses_an_output_of_another_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, output) =
+        (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"), dir.path().join("out.jsonl"));
+    generate(&a, 1_000, 1);
+    generate(&b, 1_000, 2);
+    let (status, stderr) = client(&["solve", path_str(&a), "-o", path_str(&output)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let before = std::fs::read(&output).unwrap();
+
+    let (status, stderr) = client(&["solve", path_str(&b), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    let want = format!(
+        "gamesolver-client: {} answers {}, not this input: the first 1000 answered lines (up to input line 1000) differ\n",
+        output.display(),
+        a.display()
+    );
+    assert_eq!(stderr, want);
+    assert!(std::fs::read(&output).unwrap() == before, "the output is untouched");
+
+    // The options that shape the output are part of what it is.
+    let (status, stderr) =
+        client(&["solve", path_str(&a), "-o", path_str(&output), "--resume", "--winner-only"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("was written with no --winner-only, this run has --winner-only"), "{stderr}");
+
+    // Lines written after the last checkpoint (a crash within the first second) are
+    // checked by the id of the last one: here the sidecar of an empty run, then lines of a.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let (status, stderr) = client(&["solve", path_str(&empty), "-o", path_str(&output)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    std::fs::write(&output, &before).unwrap();
+    let c = dir.path().join("c.jsonl");
+    std::fs::write(&c, "{\"id\":\"c1\",\"stoneGameIv\":{\"n\":1}}\n".repeat(1_001)).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&c), "-o", path_str(&output), "--resume"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("line 1000 of")
+            && stderr.contains("answers id \"g1000\" but input line 1000 has id \"c1\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn resume_refuses_a_file_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, notes) = (dir.path().join("in.jsonl"), dir.path().join("notes.txt"));
+    generate(&input, 100, 1);
+    std::fs::write(&notes, "shopping list\nmilk\nhalf a li").unwrap();
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&notes), "--resume"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has no") && stderr.contains("notes.txt.resume beside it"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "shopping list\nmilk\nhalf a li");
+}
+
+#[test]
+fn a_cut_off_gzip_input_is_answered_to_its_last_whole_line_then_exits_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, gz, output) =
+        (dir.path().join("in.jsonl"), dir.path().join("in.jsonl.gz"), dir.path().join("out.jsonl"));
+    generate(&input, 50_000, 8);
+    let text = std::fs::read(&input).unwrap();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+    encoder.write_all(&text).unwrap();
+    let whole = encoder.finish().unwrap();
+    std::fs::write(&gz, &whole[..whole.len() * 3 / 5]).unwrap();
+
+    let (status, stderr) = client(&["solve", path_str(&gz), "-o", path_str(&output), "--batch-size", "1000"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("WARN") && !stderr.contains("writer"), "{stderr}");
+    let read: usize = stderr
+        .strip_prefix("gamesolver-client: cannot read input after line ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(read > 1_000, "{stderr}");
+    // Every line read is answered, right up to the cut.
+    let prefix = dir.path().join("prefix.jsonl");
+    let cut = text.iter().enumerate().filter(|(_, &b)| b == b'\n').nth(read - 1).unwrap().0 + 1;
+    std::fs::write(&prefix, &text[..cut]).unwrap();
+    assert_all_correct(&prefix, &output);
+
+    // The whole file finishes the job.
+    std::fs::write(&gz, &whole).unwrap();
+    assert_resume_completes(&gz, &input, &output);
+}
+
+#[test]
+fn a_closed_output_pipe_is_a_quiet_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    generate(&input, 30_000, 9);
+    for args in [vec!["solve", path_str(&input)], vec!["gen", "--count", "300000"]] {
+        let mut run =
+            Command::new(CLIENT).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // `| head -2`: two lines are read, then the pipe closes, long before the end.
+        let mut lines = std::io::BufReader::new(run.stdout.take().unwrap());
+        for _ in 0..2 {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+            assert!(line.ends_with('\n'), "{args:?}: {line}");
+        }
+        drop(lines);
+        let result = run.wait_with_output().unwrap();
+        assert_eq!(result.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&result.stderr), "", "{args:?}");
+    }
+}
+
+#[test]
+fn os_errors_are_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    generate(&input, 10, 1);
+    let missing = dir.path().join("missing.jsonl");
+    let in_missing_dir = dir.path().join("no/such/dir/out.jsonl");
+    let cases = [
+        (vec!["solve", path_str(&missing)], format!("cannot open {}", missing.display()), "os error 2"),
+        (vec!["solve", path_str(dir.path())], format!("cannot open {}", dir.path().display()), "os error 21"),
+        (
+            vec!["solve", path_str(&input), "-o", path_str(&in_missing_dir)],
+            format!("cannot write {}.resume", in_missing_dir.display()),
+            "os error 2",
+        ),
+        (
+            vec!["solve", path_str(&input), "-o", path_str(dir.path())],
+            format!("cannot open output {}", dir.path().display()),
+            "os error 21",
+        ),
+    ];
+    for (args, what, os_error) in cases {
+        let (status, stderr) = client(&args);
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(&format!("gamesolver-client: {what}: ")), "{args:?}: {stderr}");
+        assert_eq!(stderr.matches(os_error).count(), 1, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn sizes_of_zero_are_refused_by_the_flag_parser() {
+    for flag in ["--batch-size", "--batch-bytes", "--window", "--in-flight-bytes"] {
+        let (status, stderr) = client(&["solve", "-", flag, "0"]);
+        assert_eq!(status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(&format!("invalid value '0' for '{flag} ")), "{flag}: {stderr}");
+    }
+}
+
+#[test]
+fn dash_is_stdout_for_solve_and_gen() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], stdin: Stdio| {
+        let out = Command::new(CLIENT).args(args).current_dir(dir.path()).stdin(stdin).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let problems = run(&["gen", "--count", "50", "-o", "-"], Stdio::null());
+    assert_eq!(problems.iter().filter(|&&b| b == b'\n').count(), 50);
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, &problems).unwrap();
+    let solutions = run(&["solve", "--quiet", path_str(&input), "-o", "-"], Stdio::null());
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&output, &solutions).unwrap();
+    assert_all_correct(&input, &output);
+    assert!(!dir.path().join("-").exists(), "no file named -");
+}
+
+#[test]
+fn blank_lines_are_skipped_and_later_ids_stay_line_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    std::fs::write(&input, "\n{\"stoneGameIv\":{\"n\":1}}\n \t\r\n{\"id\":\"x\",\"stoneGameIv\":{\"n\":2}}\n\n{\"stoneGameIv\":{\"n\":4}}\n\n")
+        .unwrap();
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let ids: Vec<String> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<pb::Solution>(l).unwrap().id)
+        .collect();
+    assert_eq!(ids, ["2", "x", "6"]);
+}
+
+#[test]
+fn winner_only_answers_carry_no_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, full, winners) =
+        (dir.path().join("in.jsonl"), dir.path().join("full.jsonl"), dir.path().join("winners.jsonl"));
+    generate(&input, 3_000, 10);
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&full)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&winners), "--winner-only"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let read = |path: &Path| -> Vec<pb::Solution> {
+        std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let (full, winners) = (read(&full), read(&winners));
+    assert_eq!(full.len(), winners.len());
+    assert!(full.iter().any(|s| s.winning_move.is_some()), "the full answers have moves");
+    for (full, winner) in full.iter().zip(&winners) {
+        assert_eq!(winner, &pb::Solution { winning_move: None, ..full.clone() });
+    }
+}
+
+#[test]
 fn ctrl_c_stops_with_a_clean_resumable_output() {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
     generate(&input, 60_000, 7);
-    let text = std::fs::read(&input).unwrap();
-    let mut run = Command::new(CLIENT)
-        .args(["solve", "-", "-o", path_str(&output), "--quiet"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = run.stdin.take().unwrap();
-    stdin.write_all(&text[..text.len() / 2]).unwrap();
-    stdin.flush().unwrap();
-    // Answers on disk mean the run (and its Ctrl-C handler) is up.
-    while std::fs::metadata(&output).map_or(0, |m| m.len()) == 0 {
-        assert!(run.try_wait().unwrap().is_none(), "client exited early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (run, stdin) = start_half_run(&input, &output);
     let status = Command::new("kill").args(["-s", "INT", &run.id().to_string()]).status().unwrap();
     assert!(status.success());
     // stdin stays open: a reader blocked on it must not keep the client alive.
@@ -213,9 +442,14 @@ fn ctrl_c_stops_with_a_clean_resumable_output() {
     let partial = std::fs::read_to_string(&output).unwrap();
     assert!(partial.ends_with('\n'), "the writer flushed whole lines only");
 
-    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    assert_resume_completes(&input, &input, &output);
+}
+
+/// `solve SOURCE -o OUTPUT --resume` exits 0 with every line of `input` answered.
+fn assert_resume_completes(source: &Path, input: &Path, output: &Path) {
+    let (status, stderr) = client(&["solve", path_str(source), "-o", path_str(output), "--resume"]);
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert_all_correct(&input, &output);
+    assert_all_correct(input, output);
 }
 
 #[test]
@@ -247,10 +481,19 @@ fn fatal_errors_exit_two_with_a_message() {
     assert!(stderr.contains(&dead.to_string()), "{stderr}");
 
     // An output longer than the input is not this input's output.
-    std::fs::write(&output, "{}\n".repeat(101)).unwrap();
-    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output), "--resume"]);
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output)]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let head = dir.path().join("head.jsonl");
+    let text = std::fs::read_to_string(&input).unwrap();
+    std::fs::write(&head, text.lines().take(60).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&head), "-o", path_str(&output), "--resume"]);
     assert_eq!(status.code(), Some(2));
-    assert!(stderr.contains("more lines") || stderr.contains("only 100"), "{stderr}");
+    assert!(stderr.contains("has 100 lines but the input only 60"), "{stderr}");
+
+    // Any scheme but http:// and https:// is refused, never downgraded.
+    let (status, stderr) = client(&["solve", path_str(&input), "--server", "ftp://127.0.0.1:1"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("unsupported scheme \"ftp\": use https:// (TLS) or http://"), "{stderr}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The client's failure handling, made deterministic: in-process servers that break their
 //! `SolveBatchStream` calls on purpose, at a known batch, with more batches in flight.
 
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,8 +9,7 @@ use std::time::Duration;
 
 use common::{assert_all_correct, generate};
 use futures::Stream;
-use gamesolver::client::input::InputSource;
-use gamesolver::client::{self, ClientError, SolveConfig};
+use gamesolver::client::{self, ClientError, InputSource, SolveConfig};
 use gamesolver::games::{stone_game_iv, StoneGameIvTable};
 use gamesolver::pb;
 use gamesolver::pb::game_solver_service_server::{GameSolverService, GameSolverServiceServer};
@@ -105,12 +105,13 @@ async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
 
 fn config(dir: &std::path::Path, servers: Vec<String>) -> SolveConfig {
     SolveConfig {
+        input: InputSource::File(dir.join("in.jsonl")),
         output: Some(dir.join("out.jsonl")),
         servers,
-        batch_problems: 100,
-        window: 8,
+        batch_problems: NonZeroUsize::new(100).unwrap(),
+        window: NonZeroUsize::new(8).unwrap(),
         retry_for: Duration::from_secs(30),
-        ..SolveConfig::new(InputSource::File(dir.join("in.jsonl")))
+        ..SolveConfig::default()
     }
 }
 

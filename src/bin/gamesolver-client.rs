@@ -1,6 +1,7 @@
 //! `gamesolver-client`: parses flags, sets up logging, and runs [`gamesolver::client`].
 
-use std::io::IsTerminal;
+use std::io::{ErrorKind, IsTerminal};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -8,8 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
-use gamesolver::client::input::InputSource;
-use gamesolver::client::{self, SolveConfig};
+use gamesolver::client::{self, ClientError, InputSource, SolveConfig, TlsFiles};
 use tonic::codec::CompressionEncoding;
 
 /// Bulk client of gamesolver: solves problem files through the gRPC server.
@@ -28,40 +28,58 @@ enum Command {
     Gen(GenArgs),
 }
 
+/// Each flag's default is the library's, read here once.
+fn defaults() -> SolveConfig {
+    SolveConfig::default()
+}
+
 #[derive(Debug, clap::Args)]
 struct SolveArgs {
     /// Problem file, one JSON `Problem` per line (`-` for stdin; .gz and .zst read as such).
     input: String,
-    /// Output file (default: stdout).
-    #[arg(short, long)]
+    /// Output file (`-` or none: stdout).
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Server URL (`http://host:port` or `host:port`); repeat to spread the load.
-    /// Without one, a server is started in this process.
+    /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
+    /// repeat to spread the load. Without one, a server is started in this process.
     #[arg(long = "server", value_name = "URL")]
     servers: Vec<String>,
-    /// Continue an interrupted run from the complete lines already in OUTPUT.
+    /// Continue an interrupted run from the complete lines already in OUTPUT, once its
+    /// sidecar (OUTPUT.resume) proves they answer this input.
     #[arg(long)]
     resume: bool,
+    /// Ask for the winner only: answers have no `winningMove` (faster on long games).
+    #[arg(long)]
+    winner_only: bool,
+    /// PEM file of one more CA to trust for https:// servers (the system's are trusted too).
+    #[arg(long, value_name = "PEM")]
+    ca_cert: Option<PathBuf>,
+    /// PEM certificate to present to https:// servers that require one (mutual TLS).
+    #[arg(long, value_name = "PEM", requires = "client_key")]
+    client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, value_name = "PEM", requires = "client_cert")]
+    client_key: Option<PathBuf>,
     /// Seconds a server may keep failing without answering before it is given up on.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
     retry_for: f64,
     /// Problems per batch, at most.
-    #[arg(long, default_value_t = SolveConfig::new(InputSource::Stdin).batch_problems)]
-    batch_size: usize,
+    #[arg(long, default_value_t = defaults().batch_problems)]
+    batch_size: NonZeroUsize,
     /// Encoded bytes per batch, about.
-    #[arg(long, default_value_t = SolveConfig::new(InputSource::Stdin).batch_bytes)]
-    batch_bytes: usize,
+    #[arg(long, default_value_t = defaults().batch_bytes)]
+    batch_bytes: NonZeroUsize,
     /// Batches in flight per server.
-    #[arg(long, default_value_t = SolveConfig::new(InputSource::Stdin).window)]
-    window: usize,
+    #[arg(long, default_value_t = defaults().window)]
+    window: NonZeroUsize,
     /// Bytes of batches read but not yet written, at most (bounds memory).
-    #[arg(long, default_value_t = SolveConfig::new(InputSource::Stdin).in_flight_bytes)]
-    in_flight_bytes: usize,
+    #[arg(long, default_value_t = defaults().in_flight_bytes)]
+    in_flight_bytes: NonZeroUsize,
     /// Largest gRPC message; longer input lines become error lines.
-    #[arg(long, default_value_t = SolveConfig::new(InputSource::Stdin).max_message_bytes)]
+    #[arg(long, default_value_t = defaults().max_message_bytes)]
     max_message_bytes: usize,
     /// Compression of gRPC messages.
-    #[arg(long, value_enum, default_value_t = Compression::None)]
+    #[arg(long, value_enum, default_value_t = Compression::from(defaults().compression))]
     compression: Compression,
     /// No progress bar and no summary.
     #[arg(short, long)]
@@ -75,32 +93,66 @@ enum Compression {
     Zstd,
 }
 
+impl From<Option<CompressionEncoding>> for Compression {
+    fn from(encoding: Option<CompressionEncoding>) -> Self {
+        match encoding {
+            Some(CompressionEncoding::Gzip) => Compression::Gzip,
+            Some(CompressionEncoding::Zstd) => Compression::Zstd,
+            // tonic may learn more encodings; this client offers only these.
+            _ => Compression::None,
+        }
+    }
+}
+
+impl From<Compression> for Option<CompressionEncoding> {
+    fn from(compression: Compression) -> Self {
+        match compression {
+            Compression::None => None,
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct GenArgs {
     /// Problems to write.
     #[arg(long)]
     count: u64,
     /// Seed; the same seed writes the same file.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = GenConfig::default().seed)]
     seed: u64,
     /// Relative weights of the games.
-    #[arg(long, default_value = "sum=4,ix=4,iv=2")]
+    #[arg(long, default_value_t = GenConfig::default().mix)]
     mix: Mix,
     /// Sum Game string length, `N` or `MIN..MAX` (inclusive; odd lengths round down).
-    #[arg(long, default_value = "2..16")]
+    #[arg(long, default_value_t = GenConfig::default().sum_len)]
     sum_len: SizeRange,
     /// Stone Game IX number of stones, `N` or `MIN..MAX`.
-    #[arg(long, default_value = "1..12")]
+    #[arg(long, default_value_t = GenConfig::default().ix_len)]
     ix_len: SizeRange,
     /// Stone Game IX stone values, `N` or `MIN..MAX`.
-    #[arg(long, default_value = "1..1000")]
+    #[arg(long, default_value_t = GenConfig::default().ix_value)]
     ix_value: SizeRange,
     /// Stone Game IV pile sizes, `N` or `MIN..MAX`.
-    #[arg(long, default_value = "0..1000")]
+    #[arg(long, default_value_t = GenConfig::default().iv_n)]
     iv_n: SizeRange,
-    /// Output file (default: stdout).
-    #[arg(short, long)]
+    /// Output file (`-` or none: stdout).
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+}
+
+/// `-o -` is stdout, as `-` is stdin for the input.
+fn output_file(output: Option<PathBuf>) -> Option<PathBuf> {
+    output.filter(|path| path.as_os_str() != "-")
+}
+
+/// True when the error is only that the reader of the output went away (`| head`).
+fn output_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(cause.downcast_ref::<ClientError>(), Some(ClientError::OutputClosed))
+            || cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)
+    })
 }
 
 fn main() -> ExitCode {
@@ -116,6 +168,11 @@ fn main() -> ExitCode {
         Command::Gen(args) => generate(args).map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|err| {
+        // As Unix filters do (ripgrep among them): a closed pipe is the reader's choice,
+        // not a failure worth a message.
+        if output_closed(&err) {
+            return ExitCode::SUCCESS;
+        }
         eprintln!("gamesolver-client: {err:#}");
         ExitCode::from(2)
     })
@@ -125,22 +182,20 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     let retry_for = Duration::try_from_secs_f64(args.retry_for)
         .context("--retry-for must be a non-negative number of seconds")?;
     let config = SolveConfig {
-        output: args.output,
+        input: InputSource::parse(&args.input),
+        output: output_file(args.output),
         servers: args.servers,
         resume: args.resume,
+        winner_only: args.winner_only,
+        tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
         retry_for,
         batch_problems: args.batch_size,
         batch_bytes: args.batch_bytes,
         window: args.window,
         in_flight_bytes: args.in_flight_bytes,
         max_message_bytes: args.max_message_bytes,
-        compression: match args.compression {
-            Compression::None => None,
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-        },
+        compression: args.compression.into(),
         progress: !args.quiet && std::io::stderr().is_terminal(),
-        ..SolveConfig::new(InputSource::parse(&args.input))
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let interrupt = async {
@@ -169,7 +224,7 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
         ix_value: args.ix_value,
         iv_n: args.iv_n,
     };
-    match &args.output {
+    match &output_file(args.output) {
         Some(path) => {
             let file =
                 std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;

@@ -9,9 +9,11 @@ use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 
 use tonic::Code;
 
+use crate::client::resume::Checkpoint;
 use crate::convert::{self, ProblemError};
 use crate::pb;
 
@@ -143,10 +145,20 @@ pub struct Batch {
     pub lines: usize,
     /// Solutions of lines that are not problems, with their index among `lines`, ascending.
     pub rejected: Vec<(usize, pb::Solution)>,
-    /// Raw input bytes read when this batch was closed, for the progress bar.
-    pub input_offset: u64,
+    /// Where the input stood after the batch's last line: the progress bar's position and
+    /// the resume checkpoint once the batch is written.
+    pub end: InputMark,
     /// Budget bytes this batch holds until it is written.
     pub cost: usize,
+}
+
+/// A point in the input, taken when a batch closes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputMark {
+    /// Raw (possibly compressed) input bytes read.
+    pub raw_offset: u64,
+    /// The fingerprint of every line answered up to here.
+    pub checkpoint: Checkpoint,
 }
 
 /// Collects lines until a batch is full by count or by size.
@@ -154,6 +166,7 @@ pub struct Batch {
 pub struct BatchBuilder {
     max_problems: usize,
     max_bytes: usize,
+    winner_only: bool,
     payload: BytesMut,
     problems: usize,
     lines: usize,
@@ -162,11 +175,13 @@ pub struct BatchBuilder {
 }
 
 impl BatchBuilder {
-    /// A builder closing batches at `max_problems` lines or `max_bytes` of payload.
-    pub fn new(max_problems: usize, max_bytes: usize) -> Self {
+    /// A builder closing batches at `max_problems` lines or `max_bytes` of payload; with
+    /// `winner_only`, every batch asks for the winner only.
+    pub fn new(max_problems: NonZeroUsize, max_bytes: NonZeroUsize, winner_only: bool) -> Self {
         BatchBuilder {
-            max_problems: max_problems.max(1),
-            max_bytes: max_bytes.max(1),
+            max_problems: max_problems.get(),
+            max_bytes: max_bytes.get(),
+            winner_only,
             payload: BytesMut::new(),
             problems: 0,
             lines: 0,
@@ -175,19 +190,19 @@ impl BatchBuilder {
         }
     }
 
-    /// Adds the next input line, 1-based line `number`; returns a batch when it fills one.
-    pub fn push_line(&mut self, line: &[u8], number: u64, input_offset: u64) -> Option<Batch> {
+    /// Adds the next input line, 1-based line `number`; true when the batch is now full.
+    pub fn push_line(&mut self, line: &[u8], number: u64) -> bool {
         match parse_problem(line, number) {
             Ok(problem) => self.add_problem(&problem),
             Err((id, err)) => self.rejected.push((self.lines, line_error_solution(id, err))),
         }
-        self.next_line(input_offset)
+        self.next_line()
     }
 
-    /// Adds a line that is not a problem, as its error solution.
-    pub fn push_rejected(&mut self, id: String, err: LineError, input_offset: u64) -> Option<Batch> {
+    /// Adds a line that is not a problem, as its error solution; true when the batch is full.
+    pub fn push_rejected(&mut self, id: String, err: LineError) -> bool {
         self.rejected.push((self.lines, line_error_solution(id, err)));
-        self.next_line(input_offset)
+        self.next_line()
     }
 
     fn add_problem(&mut self, problem: &pb::Problem) {
@@ -208,18 +223,22 @@ impl BatchBuilder {
         }
     }
 
-    fn next_line(&mut self, input_offset: u64) -> Option<Batch> {
+    fn next_line(&mut self) -> bool {
         self.lines += 1;
-        (self.lines >= self.max_problems || self.payload.len() >= self.max_bytes)
-            .then(|| self.take(input_offset))
+        self.lines >= self.max_problems || self.payload.len() >= self.max_bytes
     }
 
-    /// Closes the current batch, if it holds any line.
-    pub fn finish(&mut self, input_offset: u64) -> Option<Batch> {
-        (self.lines > 0).then(|| self.take(input_offset))
-    }
-
-    fn take(&mut self, input_offset: u64) -> Batch {
+    /// Closes the current batch, if it holds any line; `end` is where the input stands.
+    pub fn close(&mut self, end: InputMark) -> Option<Batch> {
+        if self.lines == 0 {
+            return None;
+        }
+        if self.winner_only && self.problems > 0 {
+            // Field 2 (`winner_only = true`): protobuf fields may come in any order, and
+            // appending keeps the problems written straight into the payload.
+            prost::encoding::encode_key(2, prost::encoding::WireType::Varint, &mut self.payload);
+            prost::encoding::encode_varint(1, &mut self.payload);
+        }
         let payload = self.payload.split().freeze();
         let rejected = std::mem::take(&mut self.rejected);
         let rejected_bytes: usize = rejected.iter().map(|(_, s)| s.encoded_len() + 32).sum();
@@ -230,12 +249,12 @@ impl BatchBuilder {
             problems: self.problems,
             lines: self.lines,
             rejected,
-            input_offset,
+            end,
         };
         self.next_seq += 1;
         self.problems = 0;
         self.lines = 0;
-        batch
+        Some(batch)
     }
 }
 
@@ -274,19 +293,42 @@ mod tests {
         assert_eq!(pb::SolutionError::from(err).reason, "INVALID_JSON");
     }
 
+    fn builder(max_problems: usize, winner_only: bool) -> BatchBuilder {
+        BatchBuilder::new(NonZeroUsize::new(max_problems).unwrap(), NonZeroUsize::MAX, winner_only)
+    }
+
+    fn at(raw_offset: u64) -> InputMark {
+        InputMark { raw_offset, ..InputMark::default() }
+    }
+
     #[test]
     fn payload_decodes_as_a_problem_batch() {
-        let mut builder = BatchBuilder::new(3, usize::MAX);
+        let mut builder = builder(3, false);
         let p = |n: u64| format!(r#"{{"stoneGameIv":{{"n":{n}}}}}"#);
-        assert!(builder.push_line(p(1).as_bytes(), 1, 0).is_none());
-        assert!(builder.push_line(b"{", 2, 0).is_none());
-        let batch = builder.push_line(p(3).as_bytes(), 3, 42).unwrap();
-        assert_eq!((batch.seq, batch.lines, batch.problems, batch.input_offset), (0, 3, 2, 42));
+        assert!(!builder.push_line(p(1).as_bytes(), 1));
+        assert!(!builder.push_line(b"{", 2));
+        assert!(builder.push_line(p(3).as_bytes(), 3));
+        let batch = builder.close(at(42)).unwrap();
+        assert_eq!((batch.seq, batch.lines, batch.problems, batch.end.raw_offset), (0, 3, 2, 42));
         assert_eq!(batch.rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [1]);
         let decoded = pb::SolveBatchStreamRequest::decode(batch.payload).unwrap();
         assert_eq!(decoded.problems.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["1", "3"]);
-        assert!(builder.finish(0).is_none());
-        assert_eq!(builder.push_line(p(4).as_bytes(), 4, 0).map(|b| b.seq), None);
-        assert_eq!(builder.finish(0).map(|b| b.seq), Some(1));
+        assert!(!decoded.winner_only);
+        assert!(builder.close(at(0)).is_none());
+        assert!(!builder.push_line(p(4).as_bytes(), 4));
+        assert_eq!(builder.close(at(0)).map(|b| b.seq), Some(1));
+    }
+
+    #[test]
+    fn winner_only_is_set_on_every_batch_with_problems() {
+        let mut builder = builder(1, true);
+        for n in 1..=2 {
+            assert!(builder.push_line(format!(r#"{{"stoneGameIv":{{"n":{n}}}}}"#).as_bytes(), n));
+            let decoded = pb::SolveBatchStreamRequest::decode(builder.close(at(0)).unwrap().payload).unwrap();
+            assert!(decoded.winner_only);
+            assert_eq!(decoded.problems.len(), 1);
+        }
+        builder.push_line(b"{", 3);
+        assert!(builder.close(at(0)).unwrap().payload.is_empty(), "no problems, nothing to send");
     }
 }

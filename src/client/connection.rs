@@ -9,6 +9,7 @@
 //! once, by whichever server gets it next.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use prost::bytes::{Buf, BufMut, Bytes};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Status};
 
 use crate::client::batch::Batch;
@@ -75,9 +76,61 @@ pub enum ConnectionError {
         /// The last failure.
         last: String,
     },
-    /// The writing side is gone (the run is being abandoned).
-    #[error("output writer stopped")]
-    WriterGone,
+    /// A TLS file given on the command line cannot be read.
+    #[error("cannot read {flag} {path}")]
+    TlsFile {
+        /// The flag that named it.
+        flag: &'static str,
+        /// The path given.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The TLS settings do not fit together.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// TLS for `https://` servers, as PEM files; the system's roots are always trusted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// One more trust root (a private CA).
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate, for servers that require one (mutual TLS).
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key.
+    pub client_key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// True when any file is given.
+    pub fn any(&self) -> bool {
+        self.ca_cert.is_some() || self.client_cert.is_some() || self.client_key.is_some()
+    }
+
+    /// Reads the files into the TLS settings of every `https://` connection.
+    pub fn load(&self) -> Result<ClientTlsConfig, ConnectionError> {
+        let read = |flag, path: &PathBuf| {
+            std::fs::read(path).map_err(|source| ConnectionError::TlsFile {
+                flag,
+                path: path.clone(),
+                source,
+            })
+        };
+        let mut config = ClientTlsConfig::new().with_native_roots();
+        if let Some(path) = &self.ca_cert {
+            config = config.ca_certificate(Certificate::from_pem(read("--ca-cert", path)?));
+        }
+        match (&self.client_cert, &self.client_key) {
+            (Some(cert), Some(key)) => {
+                let identity = Identity::from_pem(read("--client-cert", cert)?, read("--client-key", key)?);
+                config = config.identity(identity);
+            }
+            (None, None) => {}
+            _ => return Err(ConnectionError::Tls("--client-cert and --client-key go together".into())),
+        }
+        Ok(config)
+    }
 }
 
 /// A parsed server address.
@@ -88,11 +141,23 @@ pub struct Server {
 }
 
 impl Server {
-    /// Parses `url`; a bare `host:port` means `http://host:port`.
-    pub fn parse(url: &str) -> Result<Self, ConnectionError> {
-        let full = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+    /// Parses `url`: `https://` connects with `tls`, `http://` in plaintext, and a bare
+    /// `host:port` means `http://host:port` (as before TLS existed); any other scheme is an
+    /// error rather than a silent downgrade.
+    pub fn parse(url: &str, tls: &ClientTlsConfig) -> Result<Self, ConnectionError> {
         let invalid = |reason: String| ConnectionError::InvalidUrl { url: url.to_owned(), reason };
-        let endpoint = Endpoint::from_shared(full.clone()).map_err(|err| invalid(err.to_string()))?;
+        let (full, secure) = match url.split_once("://") {
+            None => (format!("http://{url}"), false),
+            Some(("http", _)) => (url.to_owned(), false),
+            Some(("https", _)) => (url.to_owned(), true),
+            Some((scheme, _)) => {
+                return Err(invalid(format!("unsupported scheme {scheme:?}: use https:// (TLS) or http://")));
+            }
+        };
+        let mut endpoint = Endpoint::from_shared(full.clone()).map_err(|err| invalid(err.to_string()))?;
+        if secure {
+            endpoint = endpoint.tls_config(tls.clone()).map_err(|err| invalid(error_chain(&err)))?;
+        }
         let endpoint = endpoint
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
@@ -109,6 +174,11 @@ impl Server {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// True for an `https://` server.
+    pub fn is_tls(&self) -> bool {
+        self.url.starts_with("https://")
+    }
 }
 
 /// Why one attempt ended.
@@ -123,7 +193,15 @@ impl Failure {
     fn describe(&self) -> String {
         match self {
             Failure::Connect(err) => format!("cannot connect: {}", error_chain(err)),
-            Failure::Status(status) => format!("{:?}: {}", status.code(), status.message()),
+            Failure::Status(status) => {
+                // A transport failure (a TLS alert, a reset) is only named in the sources.
+                let mut text = format!("{:?}: {}", status.code(), status.message());
+                if let Some(source) = std::error::Error::source(status) {
+                    text.push_str(": ");
+                    text.push_str(&error_chain(source));
+                }
+                text
+            }
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::WriterGone => "output writer stopped".to_owned(),
         }
@@ -179,7 +257,9 @@ pub async fn run(
         queue.resend(window.drain(..));
         let failure = match attempt {
             Ok(()) => return Ok(()),
-            Err(Failure::WriterGone) => return Err(ConnectionError::WriterGone),
+            // The writer stops first when the run ends early (a read error, a closed
+            // output): not this server's failure, nothing to report.
+            Err(Failure::WriterGone) => return Ok(()),
             Err(failure) => failure,
         };
         if let Failure::Status(status) = &failure {

@@ -60,9 +60,26 @@ impl FromStr for Mix {
     }
 }
 
+impl std::fmt::Display for Mix {
+    /// The form [`Mix::from_str`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sum={},ix={},iv={}", self.sum, self.ix, self.iv)
+    }
+}
+
 /// An inclusive range flag: `N` or `MIN..MAX` (also `MIN..=MAX`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeRange(pub RangeInclusive<u64>);
+
+impl std::fmt::Display for SizeRange {
+    /// The form [`SizeRange::from_str`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0.start(), self.0.end()) {
+            (lo, hi) if lo == hi => write!(f, "{lo}"),
+            (lo, hi) => write!(f, "{lo}..{hi}"),
+        }
+    }
+}
 
 impl FromStr for SizeRange {
     type Err = ParseError;
@@ -154,6 +171,16 @@ pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::client::batch::parse_problem;
+
+    #[test]
+    fn flags_print_as_they_parse() {
+        let defaults = GenConfig::default();
+        assert_eq!(defaults.mix.to_string().parse::<Mix>(), Ok(defaults.mix));
+        for range in [defaults.sum_len, SizeRange(7..=7)] {
+            assert_eq!(range.to_string().parse::<SizeRange>(), Ok(range));
+        }
+        assert_eq!(SizeRange(7..=7).to_string(), "7");
+    }
 
     fn generated(config: &GenConfig) -> String {
         let mut out = Vec::new();

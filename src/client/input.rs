@@ -20,7 +20,7 @@ const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// The file cannot be opened.
-    #[error("cannot open {path}: {source}")]
+    #[error("cannot open {path}")]
     Open {
         /// The path given.
         path: PathBuf,
@@ -28,7 +28,7 @@ pub enum InputError {
         source: io::Error,
     },
     /// Reading (or decompressing) failed part-way.
-    #[error("cannot read input after line {line}: {source}")]
+    #[error("cannot read input after line {line}")]
     Read {
         /// The last line read completely.
         line: u64,
@@ -160,11 +160,6 @@ impl ProblemReader {
         Arc::clone(&self.raw_bytes)
     }
 
-    /// Lines read (or skipped) so far.
-    pub fn line_number(&self) -> u64 {
-        self.line_number
-    }
-
     /// Reads the next line into `buf` (cleared first, newline and any `\r` removed).
     /// `None` at the end of the input; a last line without a newline still counts.
     pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<Line>, InputError> {
@@ -213,35 +208,12 @@ impl ProblemReader {
         }
         Ok(Some(Line::Text { number }))
     }
+}
 
-    /// Skips up to `count` lines without parsing them; returns how many were skipped.
-    pub fn skip_lines(&mut self, count: u64) -> Result<u64, InputError> {
-        let start = self.line_number;
-        let mut at_line_start = true;
-        while self.line_number - start < count {
-            let chunk = match self.inner.fill_buf() {
-                Ok(chunk) => chunk,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(source) => return Err(InputError::Read { line: self.line_number, source }),
-            };
-            if chunk.is_empty() {
-                // A last line without a newline is a line too.
-                self.line_number += u64::from(!at_line_start);
-                break;
-            }
-            let mut consumed = chunk.len();
-            for i in memchr::memchr_iter(b'\n', chunk) {
-                self.line_number += 1;
-                if self.line_number - start == count {
-                    consumed = i + 1;
-                    break;
-                }
-            }
-            at_line_start = chunk[consumed - 1] == b'\n';
-            self.inner.consume(consumed);
-        }
-        Ok(self.line_number - start)
-    }
+/// True for a line with nothing but JSON whitespace: such lines are skipped, as JSON
+/// Lines readers do, so that a trailing empty line is not an error.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
 }
 
 /// Reads until `buf` is full or the source ends; returns the bytes read.
@@ -301,17 +273,5 @@ mod tests {
         assert_eq!(plain.len(), 2);
         assert_eq!(lines(reader(gz, 100)), plain);
         assert_eq!(lines(reader(zst, 100)), plain);
-    }
-
-    #[test]
-    fn skip_lines_counts_a_last_line_without_newline() {
-        let mut r = reader(b"1\n2\n3".to_vec(), 100);
-        assert_eq!(r.skip_lines(2).unwrap(), 2);
-        let mut buf = Vec::new();
-        assert_eq!(r.next_line(&mut buf).unwrap(), Some(Line::Text { number: 3 }));
-        assert_eq!(buf, b"3");
-        let mut r = reader(b"1\n2\n3".to_vec(), 100);
-        assert_eq!(r.skip_lines(10).unwrap(), 3);
-        assert_eq!(r.next_line(&mut buf).unwrap(), None);
     }
 }

@@ -16,7 +16,7 @@ use prost::Message;
 
 use tonic::Code;
 
-use crate::client::batch::Batch;
+use crate::client::batch::{Batch, InputMark};
 use crate::client::input::InputError;
 use crate::convert;
 use crate::pb;
@@ -25,7 +25,7 @@ use crate::pb;
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// Writing failed (disk full, closed pipe, ...).
-    #[error("cannot write output: {0}")]
+    #[error("cannot write output")]
     Io(#[from] io::Error),
     /// A server answered with something that is not the batch that was sent.
     #[error("server answered batch {seq} with {got} solutions for {expected} problems")]
@@ -61,13 +61,14 @@ pub struct Answered {
 pub enum ToWriter {
     /// A batch and its answer (empty for a batch of rejected lines only).
     Answered(Answered),
-    /// The input ended after this many batches.
+    /// The input ended after this many batches; if reading failed, the run fails once
+    /// they are written.
     InputEnd {
         /// Batches read in all.
         batches: u64,
+        /// Why reading stopped before the end of the input.
+        failed: Option<InputError>,
     },
-    /// Reading the input failed: the run stops.
-    InputFailed(InputError),
     /// The run is abandoned: write what came before, flush, stop.
     Stop,
 }
@@ -79,8 +80,8 @@ pub struct Written {
     pub lines: u64,
     /// Of which carry an `error`.
     pub errors: u64,
-    /// Raw input offset reached with this batch.
-    pub input_offset: u64,
+    /// Where the input stood after the batch.
+    pub end: InputMark,
     /// Budget the batch held.
     pub cost: usize,
 }
@@ -154,13 +155,17 @@ impl<W: Write> SolutionWriter<W> {
             }
         }
         self.out.write_all(&self.line)?;
-        Ok(Written { lines: batch.lines as u64, errors, input_offset: batch.input_offset, cost: batch.cost })
+        Ok(Written { lines: batch.lines as u64, errors, end: batch.end, cost: batch.cost })
     }
 
-    /// Flushes and returns the output.
-    pub fn finish(mut self) -> Result<W, OutputError> {
-        self.out.flush()?;
-        Ok(self.out)
+    /// Flushes what was written to the output.
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        Ok(self.out.flush()?)
+    }
+
+    #[cfg(test)]
+    fn into_inner(self) -> W {
+        self.out
     }
 }
 
@@ -269,7 +274,7 @@ mod tests {
             problems,
             lines: problems + rejected.len(),
             rejected,
-            input_offset: seq * 10,
+            end: InputMark { raw_offset: seq * 10, ..InputMark::default() },
             cost: 1,
         }
     }
@@ -297,7 +302,7 @@ mod tests {
         let dup = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
         writer.accept(dup, |w| written.push(w)).unwrap();
         assert_eq!(written.iter().map(|w| (w.lines, w.errors)).collect::<Vec<_>>(), [(3, 1), (1, 0)]);
-        let out = String::from_utf8(writer.finish().unwrap()).unwrap();
+        let out = String::from_utf8(writer.into_inner()).unwrap();
         let ids: Vec<String> =
             out.lines().map(|l| serde_json::from_str::<pb::Solution>(l).unwrap().id).collect();
         assert_eq!(ids, ["1", "bad", "3", "4"]);

@@ -9,6 +9,7 @@ use std::fs::OpenOptions;
 use std::future::Future;
 use std::io::{self, BufWriter, Write};
 use std::net::Ipv4Addr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -20,15 +21,20 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
 
-use crate::client::batch::{Batch, BatchBuilder, LineError};
+use crate::client::batch::{Batch, BatchBuilder, InputMark, LineError};
 use crate::client::budget::Budget;
-use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server};
-use crate::client::input::{InputError, InputSource, Line, ProblemReader};
+use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server, TlsFiles};
+use crate::client::input::{is_blank, InputError, InputSource, Line, ProblemReader};
 use crate::client::output::{Answered, OutputError, SolutionWriter, ToWriter};
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
-use crate::client::resume::{self, ResumePoint};
-use crate::server::{self, ServerConfig};
+use crate::client::resume::{self, Checkpoint, Fingerprint, OutputOptions, ResumeError, Resumed, Sidecar};
+use crate::server::{self, ServeError, ServerConfig};
+
+/// After the run stops, connections get this long to hand the answers already in flight
+/// to the writer (so that an interrupted output loses no finished work); a server that
+/// stopped answering must not hold the exit longer.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// Everything a `solve` run needs.
 #[derive(Debug, Clone)]
@@ -39,18 +45,23 @@ pub struct SolveConfig {
     pub output: Option<PathBuf>,
     /// Servers to spread the load over; empty starts an embedded server.
     pub servers: Vec<String>,
-    /// Continue from the complete lines already in `output`.
+    /// Continue from the complete lines already in `output`, once they are proven to
+    /// answer this input.
     pub resume: bool,
+    /// Ask for the winner only: answers carry no winning move.
+    pub winner_only: bool,
+    /// TLS files for `https://` servers.
+    pub tls: TlsFiles,
     /// How long a server may fail without answering before it is given up on.
     pub retry_for: Duration,
     /// Lines per batch, at most.
-    pub batch_problems: usize,
+    pub batch_problems: NonZeroUsize,
     /// Encoded bytes per batch, about (a batch closes once it reaches this).
-    pub batch_bytes: usize,
+    pub batch_bytes: NonZeroUsize,
     /// Batches in flight per server.
-    pub window: usize,
+    pub window: NonZeroUsize,
     /// Bytes of batches read and not yet written, at most (the memory bound).
-    pub in_flight_bytes: usize,
+    pub in_flight_bytes: NonZeroUsize,
     /// Largest message sent or received; longer input lines become error lines.
     pub max_message_bytes: usize,
     /// Compression of gRPC messages.
@@ -59,19 +70,22 @@ pub struct SolveConfig {
     pub progress: bool,
 }
 
-impl SolveConfig {
-    /// Defaults for everything but the input.
-    pub fn new(input: InputSource) -> Self {
+impl Default for SolveConfig {
+    /// Stdin to stdout through an embedded server.
+    fn default() -> Self {
+        let nonzero = |n: usize| NonZeroUsize::new(n).expect("a positive default");
         SolveConfig {
-            input,
+            input: InputSource::Stdin,
             output: None,
             servers: Vec::new(),
             resume: false,
+            winner_only: false,
+            tls: TlsFiles::default(),
             retry_for: Duration::from_secs(60),
-            batch_problems: 4096,
-            batch_bytes: 256 * 1024,
-            window: 8,
-            in_flight_bytes: 16 << 20,
+            batch_problems: nonzero(4096),
+            batch_bytes: nonzero(256 * 1024),
+            window: nonzero(8),
+            in_flight_bytes: nonzero(16 << 20),
             max_message_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
             compression: None,
             progress: false,
@@ -88,33 +102,27 @@ pub enum ClientError {
     /// The output could not be written, or a server answered nonsense.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// The reader of the output went away (`| head`): as Unix filters do, the binary
+    /// then exits quietly.
+    #[error("the output was closed before the run ended")]
+    OutputClosed,
     /// The output file could not be opened.
-    #[error("cannot open output {path}: {source}")]
+    #[error("cannot open output {path}")]
     OpenOutput {
         /// The path given.
         path: PathBuf,
         /// The underlying error.
         source: io::Error,
     },
-    /// The existing output could not be prepared for resuming.
-    #[error("cannot resume from {path}: {source}")]
-    Resume {
-        /// The output path.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
+    /// The output cannot be resumed, or its sidecar cannot be written.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
     /// `--resume` needs an output file to resume from.
-    #[error("--resume needs an output file (-o)")]
+    #[error("--resume needs an output file (-o FILE)")]
     ResumeNeedsOutput,
-    /// The output to resume has more lines than the input: they do not belong together.
-    #[error("the output has {output_lines} lines but the input only {input_lines}: not this input's output")]
-    OutputLongerThanInput {
-        /// Complete lines in the output.
-        output_lines: u64,
-        /// Lines in the input.
-        input_lines: u64,
-    },
+    /// TLS files were given, but no server would use them.
+    #[error("--ca-cert, --client-cert and --client-key apply to https:// servers, and none is given")]
+    TlsWithoutHttps,
     /// Every server failed.
     #[error(transparent)]
     Connection(#[from] ConnectionError),
@@ -132,6 +140,16 @@ pub enum ClientError {
     Aborted(String),
 }
 
+impl ClientError {
+    /// An output error, with a closed pipe told apart.
+    fn writing(err: OutputError) -> Self {
+        match err {
+            OutputError::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => ClientError::OutputClosed,
+            err => ClientError::Output(err),
+        }
+    }
+}
+
 /// Solves every line of `config.input` into `config.output`, in order.
 pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {
     solve_until(config, std::future::pending()).await
@@ -143,110 +161,184 @@ pub async fn solve_until(
     config: SolveConfig,
     interrupt: impl Future<Output = ()>,
 ) -> Result<Summary, ClientError> {
-    let started = Instant::now();
-    if let (InputSource::File(input), Some(output)) = (&config.input, &config.output) {
-        if same_file(input, output) {
-            return Err(ClientError::OutputIsInput(output.clone()));
-        }
-    }
-    let (out, resumed) = open_output(&config)?;
-    let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
-    if resumed.lines > 0 {
-        let skipped = reader.skip_lines(resumed.lines)?;
-        if skipped < resumed.lines {
-            return Err(ClientError::OutputLongerThanInput {
-                output_lines: resumed.lines,
-                input_lines: skipped,
-            });
-        }
-    }
-    let servers = config.servers.iter().map(|url| Server::parse(url)).collect::<Result<Vec<_>, _>>()?;
-    let mut embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
-    // Without the embedded server, a receiver that never resolves.
-    let (_never, never) = oneshot::channel();
-    let mut embedded_failed = embedded.as_mut().and_then(|e| e.failed.take()).unwrap_or(never);
-    let servers = match &embedded {
-        Some(embedded) => vec![Server::parse(&embedded.url)?],
-        None => servers,
-    };
+    let mut run = Run::start(config).await?;
+    let ended = run.run(interrupt).await;
+    run.shutdown(ended).await
+}
 
-    let budget = Arc::new(Budget::new(config.in_flight_bytes));
-    let queue = Arc::new(WorkQueue::new());
-    let (to_writer, inbox) = mpsc::channel();
-    let progress = Progress::new(config.progress, reader.raw_len());
-    let builder = BatchBuilder::new(config.batch_problems, config.batch_bytes);
-    let limit = config.max_message_bytes;
+/// A `solve` run between its start and its shutdown.
+struct Run {
+    started: Instant,
+    resumed: u64,
+    resumed_errors: u64,
+    budget: Arc<Budget>,
+    queue: Arc<WorkQueue>,
+    reader: JoinHandle<()>,
+    writer: JoinHandle<Result<(u64, u64), ClientError>>,
+    /// Kept to stop the writer: it must not end merely because the other senders are gone.
+    to_writer: mpsc::Sender<ToWriter>,
+    connections: JoinSet<(String, Result<(), ConnectionError>)>,
+    embedded: Option<EmbeddedServer>,
+}
 
-    let reader_thread = {
-        let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
-        tokio::task::spawn_blocking(move || read_batches(reader, builder, limit, &budget, &queue, &to_writer))
-    };
-    let mut writer_thread = {
-        let (budget, queue) = (Arc::clone(&budget), Arc::clone(&queue));
-        tokio::task::spawn_blocking(move || write_answers(out, &inbox, &budget, &queue, progress))
-    };
-    let connection_config = ConnectionConfig {
-        window: config.window,
-        retry_for: config.retry_for,
-        max_message_bytes: config.max_message_bytes,
-        compression: config.compression,
-    };
-    let mut connections = JoinSet::new();
-    for server in servers {
-        let url = server.url().to_owned();
-        let run = connection::run(server, Arc::clone(&queue), to_writer.clone(), connection_config.clone());
-        connections.spawn(async move { (url, run.await) });
-    }
-    // Kept, so that the writer ends on `Stop` after what is queued, and not whenever the
-    // other senders happen to have gone.
-    let stop_writer = to_writer;
+/// Why [`Run::run`] returned.
+enum Ended {
+    /// The writer finished: every answer is written, or the run failed there.
+    Written(Result<(u64, u64), ClientError>),
+    /// The run must stop while the writer is still at work.
+    Stopped(ClientError),
+}
 
-    tokio::pin!(interrupt);
-    let mut failure = None;
-    let mut writer_done = false;
-    let written = loop {
-        tokio::select! {
-            written = &mut writer_thread => {
-                writer_done = true;
-                break joined(written);
+impl Run {
+    /// Checks the paths and servers, opens the input and the output (checking a resume),
+    /// starts the embedded server if there is no `--server`, then the reading and writing
+    /// threads and one connection per server. Nothing is written before every check passed.
+    async fn start(config: SolveConfig) -> Result<Run, ClientError> {
+        let started = Instant::now();
+        if let (InputSource::File(input), Some(output)) = (&config.input, &config.output) {
+            if same_file(input, output) {
+                return Err(ClientError::OutputIsInput(output.clone()));
             }
-            Ok(why) = &mut embedded_failed => break Err(ClientError::EmbeddedServer(why)),
-            () = &mut interrupt => break Err(ClientError::Interrupted),
-            Some(ended) = connections.join_next(), if !connections.is_empty() => {
-                record_failure(ended, &mut failure);
-                if connections.is_empty() && !queue.is_finished() {
-                    break Err(failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into())));
+        }
+        let tls = config.tls.load()?;
+        let servers =
+            config.servers.iter().map(|url| Server::parse(url, &tls)).collect::<Result<Vec<_>, _>>()?;
+        if config.tls.any() && !servers.iter().any(Server::is_tls) {
+            return Err(ClientError::TlsWithoutHttps);
+        }
+
+        let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
+        let (out, sidecar, resumed) = open_output(&config, &mut reader)?;
+
+        let embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
+        let servers = match &embedded {
+            Some(embedded) => vec![Server::parse(&embedded.url, &tls)?],
+            None => servers,
+        };
+
+        let budget = Arc::new(Budget::new(config.in_flight_bytes.get()));
+        let queue = Arc::new(WorkQueue::new());
+        let (to_writer, inbox) = mpsc::channel();
+        let progress = Progress::new(config.progress, reader.raw_len());
+        let builder = BatchBuilder::new(config.batch_problems, config.batch_bytes, config.winner_only);
+        let reading =
+            Reading { builder, fingerprint: resumed.fingerprint, max_line_bytes: config.max_message_bytes };
+        let reader = {
+            let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
+            tokio::task::spawn_blocking(move || reading.run(reader, &budget, &queue, &to_writer))
+        };
+        let writer = {
+            let (budget, queue) = (Arc::clone(&budget), Arc::clone(&queue));
+            tokio::task::spawn_blocking(move || {
+                write_answers(out, sidecar, &inbox, &budget, &queue, progress)
+            })
+        };
+        let connection_config = ConnectionConfig {
+            window: config.window.get(),
+            retry_for: config.retry_for,
+            max_message_bytes: config.max_message_bytes,
+            compression: config.compression,
+        };
+        let mut connections = JoinSet::new();
+        for server in servers {
+            let url = server.url().to_owned();
+            let run =
+                connection::run(server, Arc::clone(&queue), to_writer.clone(), connection_config.clone());
+            connections.spawn(async move { (url, run.await) });
+        }
+        Ok(Run {
+            started,
+            resumed: resumed.point.lines,
+            resumed_errors: resumed.point.errors,
+            budget,
+            queue,
+            reader,
+            writer,
+            to_writer,
+            connections,
+            embedded,
+        })
+    }
+
+    /// Waits for the first of: the writer finishing (the normal end), the embedded server
+    /// failing, `interrupt`, or the last server being given up on. A server given up on
+    /// while others remain only logs: its batches went back to the queue.
+    async fn run(&mut self, interrupt: impl Future<Output = ()>) -> Ended {
+        tokio::pin!(interrupt);
+        let mut failure = None;
+        loop {
+            tokio::select! {
+                written = &mut self.writer => return Ended::Written(joined(written)),
+                why = embedded_failure(&mut self.embedded) => {
+                    return Ended::Stopped(ClientError::EmbeddedServer(why));
+                }
+                () = &mut interrupt => return Ended::Stopped(ClientError::Interrupted),
+                Some(ended) = self.connections.join_next(), if !self.connections.is_empty() => {
+                    record_failure(ended, &mut failure);
+                    if self.connections.is_empty() && !self.queue.is_finished() {
+                        let why = failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into()));
+                        return Ended::Stopped(why);
+                    }
                 }
             }
         }
-    };
-    // Stops the reader (at its next batch) and the connections, which first drain their
-    // calls: answers already in flight still reach the writer.
-    budget.close();
-    queue.finish();
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(ended) = connections.join_next().await {
-            record_failure(ended, &mut failure);
-        }
-    })
-    .await;
-    if !writer_done {
-        // Abandoned: the writer writes what it has and flushes, so that `--resume` can
-        // carry on from there.
-        let _ = stop_writer.send(ToWriter::Stop);
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut writer_thread).await;
-    } else if written.is_ok() {
-        let _ = reader_thread.await;
     }
-    stop_embedded(embedded).await;
-    let (problems, errors) = written?;
-    Ok(Summary {
-        problems,
-        errors,
-        resumed: resumed.lines,
-        resumed_errors: resumed.errors,
-        elapsed: started.elapsed(),
-    })
+
+    /// Stops in dependency order, so that every answer that reached this process is
+    /// written and the output ends on a whole line that `--resume` can continue from.
+    async fn shutdown(mut self, ended: Ended) -> Result<Summary, ClientError> {
+        // 1. Nothing new: the reader stops at its next batch, and each connection
+        //    half-closes its call once the batches in its window are answered.
+        self.budget.close();
+        self.queue.finish();
+        // 2. The connections hand what is in flight to the writer, within DRAIN_GRACE;
+        //    whatever is still open then is dropped.
+        let mut failure = None;
+        let drained = tokio::time::timeout(DRAIN_GRACE, async {
+            while let Some(ended) = self.connections.join_next().await {
+                record_failure(ended, &mut failure);
+            }
+        })
+        .await;
+        if drained.is_err() {
+            self.connections.shutdown().await;
+        }
+        // 3. The writer, if still at work, writes what it holds in order, flushes, saves
+        //    the checkpoint and returns. It waits on nothing but the output itself.
+        let written = match ended {
+            Ended::Written(written) => written,
+            Ended::Stopped(why) => {
+                let _ = self.to_writer.send(ToWriter::Stop);
+                let _ = (&mut self.writer).await;
+                Err(why)
+            }
+        };
+        // 4. After a complete run the reader has ended; after a failure it may be blocked
+        //    on a silent stdin, and is left to the runtime's shutdown.
+        if written.is_ok() {
+            let _ = self.reader.await;
+        }
+        // 5. The embedded server last, once no call is open on it.
+        if let Some(embedded) = self.embedded {
+            embedded.stop().await;
+        }
+        let (problems, errors) = written?;
+        Ok(Summary {
+            problems,
+            errors,
+            resumed: self.resumed,
+            resumed_errors: self.resumed_errors,
+            elapsed: self.started.elapsed(),
+        })
+    }
+}
+
+/// Resolves with why the embedded server stopped by itself; never without one.
+async fn embedded_failure(embedded: &mut Option<EmbeddedServer>) -> String {
+    match embedded {
+        Some(embedded) => embedded.failure().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Notes why a connection task ended, if it failed.
@@ -276,21 +368,28 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Opens the output: stdout, a fresh file, or an existing one to append to after the
-/// complete lines it holds.
-fn open_output(config: &SolveConfig) -> Result<(Box<dyn Write + Send>, ResumePoint), ClientError> {
+type Output = (Box<dyn Write + Send>, Option<Sidecar>, Resumed);
+
+/// Opens the output: stdout, a fresh file, or (`--resume`) an existing one, proven to be
+/// this input's, to append to; `reader` is then past the lines it answers. A file output
+/// gets its sidecar before any line is written.
+fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Output, ClientError> {
     const OUTPUT_BUFFER: usize = 1 << 20;
     let Some(path) = &config.output else {
         if config.resume {
             return Err(ClientError::ResumeNeedsOutput);
         }
-        return Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout())), ResumePoint::default()));
+        let stdout = Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout()));
+        return Ok((stdout, None, Resumed::default()));
     };
-    let resumed = if config.resume {
-        resume::prepare_output(path).map_err(|source| ClientError::Resume { path: path.clone(), source })?
-    } else {
-        ResumePoint::default()
+    let options =
+        OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
+    let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
+    let input = match &config.input {
+        InputSource::Stdin => "-".to_owned(),
+        InputSource::File(path) => path.display().to_string(),
     };
+    let sidecar = Sidecar::create(path, input, options, resumed.fingerprint.checkpoint())?;
     let file = OpenOptions::new()
         .create(true)
         .write(true)
@@ -298,65 +397,82 @@ fn open_output(config: &SolveConfig) -> Result<(Box<dyn Write + Send>, ResumePoi
         .truncate(!config.resume)
         .open(path)
         .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
-    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), resumed))
+    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), Some(sidecar), resumed))
 }
 
 /// The reading thread: lines → batches → queue (or, for batches without a single problem,
 /// straight to the writer).
-fn read_batches(
-    mut reader: ProblemReader,
-    mut builder: BatchBuilder,
+struct Reading {
+    builder: BatchBuilder,
+    /// Of the lines read so far, resumed ones included.
+    fingerprint: Fingerprint,
     max_line_bytes: usize,
-    budget: &Budget,
-    queue: &WorkQueue,
-    writer: &mpsc::Sender<ToWriter>,
-) {
-    let raw_bytes = reader.raw_bytes_read();
-    let mut batches = 0u64;
-    let mut dispatch = |mut batch: Batch| -> bool {
-        let Ok(cost) = budget.acquire(batch.cost) else { return false };
-        batch.cost = cost;
-        batches += 1;
-        if batch.problems == 0 {
-            writer.send(ToWriter::Answered(Answered { batch, solutions: Bytes::new() })).is_ok()
-        } else {
-            queue.push(batch);
-            true
-        }
-    };
-    let mut line = Vec::new();
-    loop {
-        let read = reader.next_line(&mut line);
-        let offset = raw_bytes.load(Ordering::Relaxed);
-        let full = match read {
-            Ok(Some(Line::Text { number })) => builder.push_line(&line, number, offset),
-            Ok(Some(Line::TooLong { number, len })) => {
-                let err = LineError::TooLong { line: number, len, limit: max_line_bytes };
-                builder.push_rejected(number.to_string(), err, offset)
-            }
-            Ok(None) => break,
-            Err(err) => {
-                let _ = writer.send(ToWriter::InputFailed(err));
-                return;
+}
+
+impl Reading {
+    fn run(
+        mut self,
+        mut reader: ProblemReader,
+        budget: &Budget,
+        queue: &WorkQueue,
+        writer: &mpsc::Sender<ToWriter>,
+    ) {
+        let raw_bytes = reader.raw_bytes_read();
+        let mark = |fingerprint: &Fingerprint| InputMark {
+            raw_offset: raw_bytes.load(Ordering::Relaxed),
+            checkpoint: fingerprint.checkpoint(),
+        };
+        let mut batches = 0u64;
+        let mut dispatch = |mut batch: Batch| -> bool {
+            let Ok(cost) = budget.acquire(batch.cost) else { return false };
+            batch.cost = cost;
+            batches += 1;
+            if batch.problems == 0 {
+                writer.send(ToWriter::Answered(Answered { batch, solutions: Bytes::new() })).is_ok()
+            } else {
+                queue.push(batch);
+                true
             }
         };
-        if let Some(batch) = full {
+        let mut line = Vec::new();
+        let failed = loop {
+            let full = match reader.next_line(&mut line) {
+                Ok(Some(Line::Text { .. })) if is_blank(&line) => continue,
+                Ok(Some(read @ Line::Text { number })) => {
+                    self.fingerprint.add(read, &line);
+                    self.builder.push_line(&line, number)
+                }
+                Ok(Some(read @ Line::TooLong { number, len })) => {
+                    self.fingerprint.add(read, &line);
+                    let err = LineError::TooLong { line: number, len, limit: self.max_line_bytes };
+                    self.builder.push_rejected(number.to_string(), err)
+                }
+                Ok(None) => break None,
+                Err(err) => break Some(err),
+            };
+            if full {
+                let batch = self.builder.close(mark(&self.fingerprint)).expect("a full batch has lines");
+                if !dispatch(batch) {
+                    return;
+                }
+            }
+        };
+        // What was read is answered even when reading failed (a cut-off .gz): the output
+        // then ends at the last good line, ready for `--resume` from a whole file.
+        if let Some(batch) = self.builder.close(mark(&self.fingerprint)) {
             if !dispatch(batch) {
                 return;
             }
         }
+        let _ = writer.send(ToWriter::InputEnd { batches, failed });
     }
-    if let Some(batch) = builder.finish(raw_bytes.load(Ordering::Relaxed)) {
-        if !dispatch(batch) {
-            return;
-        }
-    }
-    let _ = writer.send(ToWriter::InputEnd { batches });
 }
 
-/// The writing thread: answers → reorder → output; returns (lines, error lines).
+/// The writing thread: answers → reorder → output, with a checkpoint in the sidecar now
+/// and then; returns (lines, error lines).
 fn write_answers(
     out: Box<dyn Write + Send>,
+    mut sidecar: Option<Sidecar>,
     inbox: &mpsc::Receiver<ToWriter>,
     budget: &Budget,
     queue: &WorkQueue,
@@ -364,10 +480,12 @@ fn write_answers(
 ) -> Result<(u64, u64), ClientError> {
     let mut writer = SolutionWriter::new(out);
     let (mut lines, mut errors) = (0u64, 0u64);
+    let mut last: Option<Checkpoint> = None;
     let mut total = None;
+    let mut input_failed = None;
     let result = loop {
         if total == Some(writer.batches_written()) {
-            break Ok(());
+            break input_failed.take().map_or(Ok(()), |err: InputError| Err(err.into()));
         }
         match inbox.recv() {
             Ok(ToWriter::Answered(answered)) => {
@@ -375,14 +493,24 @@ fn write_answers(
                     budget.release(written.cost);
                     lines += written.lines;
                     errors += written.errors;
-                    progress.advance(written.lines, written.input_offset);
+                    last = Some(written.end.checkpoint);
+                    progress.advance(written.lines, written.end.raw_offset);
                 });
                 if let Err(err) = accepted {
-                    break Err(err.into());
+                    break Err(ClientError::writing(err));
+                }
+                if let (Some(sidecar), Some(at)) = (&mut sidecar, last) {
+                    if sidecar.due() {
+                        if let Err(err) = checkpoint(&mut writer, sidecar, at) {
+                            break Err(err);
+                        }
+                    }
                 }
             }
-            Ok(ToWriter::InputEnd { batches }) => total = Some(batches),
-            Ok(ToWriter::InputFailed(err)) => break Err(err.into()),
+            Ok(ToWriter::InputEnd { batches, failed }) => {
+                total = Some(batches);
+                input_failed = failed;
+            }
             Ok(ToWriter::Stop) => break Err(ClientError::Aborted("stopped".into())),
             Err(mpsc::RecvError) => break Err(ClientError::Aborted("every sender stopped".into())),
         }
@@ -390,20 +518,35 @@ fn write_answers(
     // The connections may now close their calls.
     queue.finish();
     progress.finish();
-    // Flushed on failure too: whatever was written is a valid prefix to resume from.
-    let flushed = writer.finish();
+    // On failure too: whatever was written is a valid prefix to resume from, and the
+    // checkpoint then covers all of it.
+    let saved = match (&mut sidecar, last) {
+        (Some(sidecar), Some(at)) => checkpoint(&mut writer, sidecar, at),
+        _ => writer.flush().map_err(ClientError::writing),
+    };
     result?;
-    flushed?;
+    saved?;
     Ok((lines, errors))
+}
+
+/// Flushes the output, then saves `at` in the sidecar: the output must hold every line a
+/// checkpoint counts.
+fn checkpoint<W: Write>(
+    writer: &mut SolutionWriter<W>,
+    sidecar: &mut Sidecar,
+    at: Checkpoint,
+) -> Result<(), ClientError> {
+    writer.flush().map_err(ClientError::writing)?;
+    Ok(sidecar.save(at)?)
 }
 
 /// A server in this process, on a loopback port, for runs without `--server`.
 struct EmbeddedServer {
     url: String,
     stop: CancellationToken,
-    task: JoinHandle<Result<(), server::ServeError>>,
-    /// Says why, if the server stops by itself.
-    failed: Option<oneshot::Receiver<String>>,
+    task: JoinHandle<()>,
+    /// Resolves when `serve` returns, with its result: before `stop`, that is a failure.
+    ended: oneshot::Receiver<Result<(), ServeError>>,
 }
 
 impl EmbeddedServer {
@@ -415,26 +558,34 @@ impl EmbeddedServer {
             .local_addr()
             .map_err(|err| ClientError::EmbeddedServer(format!("no local address: {err}")))?;
         let stop = CancellationToken::new();
+        // The client's connections are closed before the server is stopped, so a short
+        // grace only matters if one was dropped mid-call.
         let config = ServerConfig { shutdown_grace: Duration::from_secs(1), ..ServerConfig::default() };
-        let (report, failed) = oneshot::channel();
+        let (report, ended) = oneshot::channel();
         let serve = server::serve(listener, config, stop.clone().cancelled_owned());
         let task = tokio::spawn(async move {
-            let result = serve.await;
-            if let Err(err) = &result {
-                let _ = report.send(err.to_string());
-            }
-            result
+            let _ = report.send(serve.await);
         });
-        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task, failed: Some(failed) })
+        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task, ended })
     }
-}
 
-async fn stop_embedded(embedded: Option<EmbeddedServer>) {
-    let Some(embedded) = embedded else { return };
-    embedded.stop.cancel();
-    match tokio::time::timeout(Duration::from_secs(2), embedded.task).await {
-        Ok(Ok(Err(err))) => tracing::warn!("embedded server: {err}"),
-        Ok(Err(err)) => tracing::warn!("embedded server task: {err}"),
-        Ok(Ok(Ok(()))) | Err(_) => {}
+    /// Waits until the server stops by itself, and says why.
+    async fn failure(&mut self) -> String {
+        match (&mut self.ended).await {
+            Ok(Err(err)) => err.to_string(),
+            Ok(Ok(())) => "stopped by itself".to_owned(),
+            Err(_) => "its task ended".to_owned(),
+        }
+    }
+
+    /// Stops the server and waits for it; its own shutdown grace bounds the wait.
+    async fn stop(mut self) {
+        self.stop.cancel();
+        if let Err(err) = (&mut self.task).await {
+            tracing::warn!("embedded server task: {err}");
+        }
+        if let Ok(Err(err)) = self.ended.try_recv() {
+            tracing::warn!("embedded server: {err}");
+        }
     }
 }

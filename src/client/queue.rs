@@ -121,7 +121,7 @@ mod tests {
             problems: 1,
             lines: 1,
             rejected: vec![],
-            input_offset: 0,
+            end: Default::default(),
             cost: 1,
         }
     }

@@ -1,21 +1,291 @@
-//! Picking up an interrupted run from its partial output.
+//! Picking up an interrupted run from its partial output, once it is proven to be this
+//! input's.
 //!
-//! Output is written strictly in input order, so its complete lines answer exactly the
-//! same number of leading input lines. A killed run may leave half a line at the end;
-//! that half is cut off and its input line solved again.
+//! Output is written strictly in input order, so its complete lines answer exactly the same
+//! number of leading (non-blank) input lines. A killed run may leave half a line at the
+//! end; that half is cut off and its input line solved again.
+//!
+//! The proof lives in a sidecar, `OUTPUT.resume`, rather than in a header: a header would
+//! make the output something other than one `Solution` per line. The sidecar holds the
+//! options that shape the output and a checkpoint: how many lines were answered and a
+//! fingerprint (xxh3) of those input lines, with their line numbers, since an id-less line's
+//! id is its number. The writer saves a checkpoint only after flushing the lines it
+//! covers, so the output always holds at least the lines the checkpoint counts. Resuming
+//! re-reads the kept input lines (there is no other way to get past them, on stdin or in a
+//! compressed file), so hashing them costs nearly nothing; the lines written after the last
+//! checkpoint (about a second's worth) are checked through the id of the last one.
 
-use std::fs::OpenOptions;
-use std::io::{self, Read};
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::client::batch::parse_problem;
+use crate::client::input::{is_blank, InputError, Line, ProblemReader};
+use crate::pb;
 
 /// Marks an error line as the writer formats it; cannot occur inside a JSON string,
 /// where every quote is escaped.
 const ERROR_MARK: &[u8] = b",\"error\":{\"code\":";
 
+/// Names the sidecar format; a file with another is not ours.
+const FORMAT: &str = "gamesolver-client resume 1";
+
+/// How often the writer saves a checkpoint: each costs a flush and a small file rename,
+/// and a crash repeats at most this much of the id check's blind spot.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Why an output cannot be resumed (or its sidecar not kept).
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The output exists but was not written by this client.
+    #[error(
+        "{output} has no {sidecar} beside it: not an output of `gamesolver-client solve -o`, \
+         refusing to append to it"
+    )]
+    NotOurs {
+        /// The output.
+        output: PathBuf,
+        /// The sidecar that is missing.
+        sidecar: PathBuf,
+    },
+    /// The sidecar is not one this client wrote.
+    #[error("{sidecar} is not a resume file of this client: {reason}")]
+    BadSidecar {
+        /// The sidecar.
+        sidecar: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An option that shapes the output differs from the run that wrote it.
+    #[error("{output} was written with {was}, this run has {now}: rerun with the same options, or write a new output")]
+    OptionsDiffer {
+        /// The output.
+        output: PathBuf,
+        /// The option as the output was written.
+        was: String,
+        /// The option as this run has it.
+        now: String,
+    },
+    /// The output has fewer lines than its last checkpoint counted.
+    #[error("{output} has {lines} complete lines but held {checkpoint} when its run last saved: it was cut or changed since")]
+    Cut {
+        /// The output.
+        output: PathBuf,
+        /// Its complete lines.
+        lines: u64,
+        /// Lines at the last checkpoint.
+        checkpoint: u64,
+    },
+    /// The input lines that the output answers are not this input's.
+    #[error(
+        "{output} answers {input_was}, not this input: the first {lines} answered lines \
+         (up to input line {input_line}) differ"
+    )]
+    InputDiffers {
+        /// The output.
+        output: PathBuf,
+        /// The input the output was written from, as it was named then.
+        input_was: String,
+        /// Answered lines compared.
+        lines: u64,
+        /// Their last input line number, in the original input.
+        input_line: u64,
+    },
+    /// The output has more lines than the input.
+    #[error("{output} has {output_lines} lines but the input only {input_lines}: not this input's output")]
+    InputShorter {
+        /// The output.
+        output: PathBuf,
+        /// Complete lines in the output.
+        output_lines: u64,
+        /// Non-blank lines in the input.
+        input_lines: u64,
+    },
+    /// The last kept output line answers another problem than the input line in its place.
+    #[error(
+        "line {line} of {output} answers id {output_id:?} but input line {input_line} has id \
+         {input_id:?}: not this input's output"
+    )]
+    IdDiffers {
+        /// The output.
+        output: PathBuf,
+        /// The output line.
+        line: u64,
+        /// Its id.
+        output_id: String,
+        /// The input line in its place.
+        input_line: u64,
+        /// That line's id.
+        input_id: String,
+    },
+    /// The last kept output line is not a solution.
+    #[error("line {line} of {output} is not a solution: {reason}")]
+    NotASolution {
+        /// The output.
+        output: PathBuf,
+        /// The output line.
+        line: u64,
+        /// The JSON parser's complaint.
+        reason: String,
+    },
+    /// The input could not be read while skipping the answered lines.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// Reading or writing the output or its sidecar failed.
+    #[error("cannot {action} {path}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+/// The options that change what the output says; a resumed run must have the same ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutputOptions {
+    /// Answers carry no winning move.
+    pub winner_only: bool,
+    /// Lines longer than this are `LINE_TOO_LONG` errors instead of answers.
+    pub max_message_bytes: usize,
+}
+
+/// How many input lines the output answers, and their fingerprint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Checkpoint {
+    /// Output lines: the non-blank input lines answered.
+    pub lines: u64,
+    /// The input line number of the last of them (blank lines count).
+    pub input_line: u64,
+    /// xxh3-64 of those lines; see [`Fingerprint`].
+    pub hash: u64,
+}
+
+/// The running fingerprint of the non-blank input lines read so far.
+#[derive(Clone)]
+pub struct Fingerprint {
+    hasher: Xxh3,
+    lines: u64,
+    input_line: u64,
+}
+
+impl std::fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fingerprint")
+            .field("lines", &self.lines)
+            .field("input_line", &self.input_line)
+            .finish()
+    }
+}
+
+impl Default for Fingerprint {
+    fn default() -> Self {
+        Fingerprint { hasher: Xxh3::new(), lines: 0, input_line: 0 }
+    }
+}
+
+impl Fingerprint {
+    /// Adds one non-blank line; `text` holds its bytes unless it was too long to keep.
+    pub fn add(&mut self, line: Line, text: &[u8]) {
+        // Number, kind and length frame each line, so that no two inputs feed the same bytes.
+        let (number, kind, len) = match line {
+            Line::Text { number } => (number, 0u8, text.len() as u64),
+            Line::TooLong { number, len } => (number, 1u8, len),
+        };
+        let mut frame = [0u8; 17];
+        frame[..8].copy_from_slice(&number.to_le_bytes());
+        frame[8] = kind;
+        frame[9..].copy_from_slice(&len.to_le_bytes());
+        self.hasher.update(&frame);
+        if kind == 0 {
+            self.hasher.update(text);
+        }
+        self.lines += 1;
+        self.input_line = number;
+    }
+
+    /// Where the input stands now.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { lines: self.lines, input_line: self.input_line, hash: self.hasher.digest() }
+    }
+}
+
+/// The file that proves what an output answers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SidecarFile {
+    format: String,
+    /// The input as it was named (a path, or `-`): for messages only, since the same lines
+    /// read from elsewhere (stdin, a compressed copy) are the same input.
+    input: String,
+    options: OutputOptions,
+    checkpoint: Checkpoint,
+}
+
+/// `OUTPUT.resume`, beside `output`.
+pub fn sidecar_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".resume");
+    PathBuf::from(name)
+}
+
+/// Saves checkpoints of a run writing to a file.
+#[derive(Debug)]
+pub struct Sidecar {
+    path: PathBuf,
+    file: SidecarFile,
+    saved_at: Instant,
+}
+
+impl Sidecar {
+    /// Writes the sidecar of `output` at `checkpoint`: before a fresh run writes any
+    /// line, so that even a run killed at once leaves an output that `--resume` accepts.
+    pub fn create(
+        output: &Path,
+        input: String,
+        options: OutputOptions,
+        checkpoint: Checkpoint,
+    ) -> Result<Self, ResumeError> {
+        let file = SidecarFile { format: FORMAT.to_owned(), input, options, checkpoint };
+        let mut sidecar = Sidecar { path: sidecar_path(output), file, saved_at: Instant::now() };
+        sidecar.save(checkpoint)?;
+        Ok(sidecar)
+    }
+
+    /// True when a checkpoint is due.
+    pub fn due(&self) -> bool {
+        self.saved_at.elapsed() >= CHECKPOINT_EVERY
+    }
+
+    /// Saves `checkpoint`, which the output (already flushed) must cover. Written to a
+    /// temporary file and renamed, so that a crash leaves the old sidecar or the new one.
+    pub fn save(&mut self, checkpoint: Checkpoint) -> Result<(), ResumeError> {
+        self.file.checkpoint = checkpoint;
+        let mut temporary = self.path.clone().into_os_string();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        let io_error = |source| ResumeError::Io { action: "write", path: self.path.clone(), source };
+        let mut text = serde_json::to_vec_pretty(&self.file).expect("a sidecar always serializes");
+        text.push(b'\n');
+        std::fs::write(&temporary, text).map_err(io_error)?;
+        std::fs::rename(&temporary, &self.path).map_err(io_error)?;
+        self.saved_at = Instant::now();
+        Ok(())
+    }
+}
+
 /// What an existing output already holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResumePoint {
-    /// Complete lines: the input lines to skip.
+    /// Complete lines: the non-blank input lines to skip.
     pub lines: u64,
     /// Of which carry an `error`.
     pub errors: u64,
@@ -23,22 +293,169 @@ pub struct ResumePoint {
     pub truncated: u64,
 }
 
-/// Counts the complete lines of the output at `path` and cuts off a partial last line.
-/// A missing file is an empty output.
-pub fn prepare_output(path: &Path) -> io::Result<ResumePoint> {
-    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(ResumePoint::default()),
-        Err(err) => return Err(err),
+/// A resume that passed every check: the input is past the answered lines.
+#[derive(Debug, Default)]
+pub struct Resumed {
+    /// What the output holds.
+    pub point: ResumePoint,
+    /// The fingerprint of the skipped lines, to go on from.
+    pub fingerprint: Fingerprint,
+}
+
+/// Checks that `output` answers the first lines of `reader`'s input with `options`, skips
+/// those lines, and cuts off a partial last output line. A missing or empty output is a
+/// fresh start. Nothing is changed unless every check passes.
+pub fn resume(
+    output: &Path,
+    options: OutputOptions,
+    reader: &mut ProblemReader,
+) -> Result<Resumed, ResumeError> {
+    let len = match std::fs::metadata(output) {
+        Ok(meta) => meta.len(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => 0,
+        Err(err) => return Err(io_error("read", output)(err)),
     };
+    if len == 0 {
+        return Ok(Resumed::default());
+    }
+    let sidecar = sidecar_path(output);
+    let text = match std::fs::read(&sidecar) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar });
+        }
+        Err(err) => return Err(io_error("read", &sidecar)(err)),
+    };
+    let saved: SidecarFile = serde_json::from_slice(&text)
+        .map_err(|err| ResumeError::BadSidecar { sidecar: sidecar.clone(), reason: err.to_string() })?;
+    if saved.format != FORMAT {
+        return Err(ResumeError::BadSidecar { sidecar, reason: format!("format {:?}", saved.format) });
+    }
+    compare_options(output, saved.options, options)?;
+
+    let mut file =
+        OpenOptions::new().read(true).write(true).open(output).map_err(io_error("open", output))?;
+    let scan = scan_output(&mut file).map_err(io_error("read", output))?;
+    let checkpoint = saved.checkpoint;
+    if scan.point.lines < checkpoint.lines {
+        return Err(ResumeError::Cut {
+            output: output.to_owned(),
+            lines: scan.point.lines,
+            checkpoint: checkpoint.lines,
+        });
+    }
+
+    let mut fingerprint = Fingerprint::default();
+    let mut text = Vec::new();
+    let mut last = None;
+    let mut checked = false;
+    loop {
+        if !checked && fingerprint.lines == checkpoint.lines {
+            check_fingerprint(output, &saved, &fingerprint)?;
+            checked = true;
+        }
+        if fingerprint.lines == scan.point.lines {
+            break;
+        }
+        let Some(line) = reader.next_line(&mut text)? else {
+            return Err(ResumeError::InputShorter {
+                output: output.to_owned(),
+                output_lines: scan.point.lines,
+                input_lines: fingerprint.lines,
+            });
+        };
+        if matches!(line, Line::Text { .. }) && is_blank(&text) {
+            continue;
+        }
+        fingerprint.add(line, &text);
+        last = Some(line);
+    }
+    if let (Some(line), Some(range)) = (last, scan.last_line) {
+        let input_id = match line {
+            Line::Text { number } => parse_problem(&text, number).map_or_else(|(id, _)| id, |p| p.id),
+            Line::TooLong { number, .. } => number.to_string(),
+        };
+        let output_id = solution_id(&mut file, range).map_err(|err| match err {
+            Ok(reason) => {
+                ResumeError::NotASolution { output: output.to_owned(), line: scan.point.lines, reason }
+            }
+            Err(source) => io_error("read", output)(source),
+        })?;
+        if output_id != input_id {
+            return Err(ResumeError::IdDiffers {
+                output: output.to_owned(),
+                line: scan.point.lines,
+                output_id,
+                input_line: fingerprint.input_line,
+                input_id,
+            });
+        }
+    }
+    if scan.point.truncated > 0 {
+        file.set_len(scan.complete_end).map_err(io_error("cut the partial last line of", output))?;
+    }
+    Ok(Resumed { point: scan.point, fingerprint })
+}
+
+fn compare_options(output: &Path, was: OutputOptions, now: OutputOptions) -> Result<(), ResumeError> {
+    let differ =
+        |was: String, now: String| Err(ResumeError::OptionsDiffer { output: output.to_owned(), was, now });
+    let winner_only = |on: bool| if on { "--winner-only" } else { "no --winner-only" }.to_owned();
+    if was.winner_only != now.winner_only {
+        return differ(winner_only(was.winner_only), winner_only(now.winner_only));
+    }
+    if was.max_message_bytes != now.max_message_bytes {
+        let flag = |n: usize| format!("--max-message-bytes {n}");
+        return differ(flag(was.max_message_bytes), flag(now.max_message_bytes));
+    }
+    Ok(())
+}
+
+fn check_fingerprint(output: &Path, saved: &SidecarFile, now: &Fingerprint) -> Result<(), ResumeError> {
+    if now.checkpoint() == saved.checkpoint {
+        return Ok(());
+    }
+    Err(ResumeError::InputDiffers {
+        output: output.to_owned(),
+        input_was: saved.input.clone(),
+        lines: saved.checkpoint.lines,
+        input_line: saved.checkpoint.input_line,
+    })
+}
+
+/// Turns an `io::Error` about `path` into a [`ResumeError`].
+fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ResumeError + 'a {
+    move |source| ResumeError::Io { action, path: path.to_owned(), source }
+}
+
+/// The id of the solution at `range` of `file`; `Err(Ok(reason))` when it is not one.
+fn solution_id(file: &mut File, range: std::ops::Range<u64>) -> Result<String, Result<String, io::Error>> {
+    let mut line = vec![0u8; (range.end - range.start) as usize];
+    file.seek(SeekFrom::Start(range.start)).map_err(Err)?;
+    file.read_exact(&mut line).map_err(Err)?;
+    serde_json::from_slice::<pb::Solution>(&line).map(|s| s.id).map_err(|err| Ok(err.to_string()))
+}
+
+/// The complete lines of an output, read to its end.
+#[derive(Debug, Default)]
+struct OutputScan {
+    point: ResumePoint,
+    /// File offset after the last complete line.
+    complete_end: u64,
+    /// Where the last complete line lies, newline excluded.
+    last_line: Option<std::ops::Range<u64>>,
+}
+
+/// Counts the complete lines (and error lines) of `file`, from its start.
+fn scan_output(file: &mut File) -> io::Result<OutputScan> {
     let finder = memchr::memmem::Finder::new(ERROR_MARK);
-    let mut point = ResumePoint::default();
+    let mut scan = OutputScan::default();
     let mut buf = vec![0u8; 1 << 20];
     // `buf[..carried]` is the start of an unfinished line, read earlier; `offset` is the
-    // file offset of `buf[0]`.
+    // file offset of `buf[0]`; `line_offset` that of the line being read.
     let mut carried = 0;
     let mut offset = 0u64;
-    let mut complete_end = 0u64;
+    let mut line_offset = 0u64;
     let mut line_has_error = false;
     loop {
         let n = match file.read(&mut buf[carried..]) {
@@ -50,13 +467,15 @@ pub fn prepare_output(path: &Path) -> io::Result<ResumePoint> {
         let filled = carried + n;
         let mut line_start = 0;
         for end in memchr::memchr_iter(b'\n', &buf[carried..filled]).map(|i| carried + i) {
-            point.lines += 1;
-            point.errors += u64::from(line_has_error || finder.find(&buf[line_start..end]).is_some());
+            scan.point.lines += 1;
+            scan.point.errors += u64::from(line_has_error || finder.find(&buf[line_start..end]).is_some());
+            scan.last_line = Some(line_offset..offset + end as u64);
             line_has_error = false;
             line_start = end + 1;
+            line_offset = offset + line_start as u64;
         }
         if line_start > 0 {
-            complete_end = offset + line_start as u64;
+            scan.complete_end = offset + line_start as u64;
         }
         // An unfinished line longer than half the buffer is scanned now and only the tail
         // that could hold the start of the mark is kept.
@@ -70,43 +489,39 @@ pub fn prepare_output(path: &Path) -> io::Result<ResumePoint> {
         offset += drop_to as u64;
         carried = filled - drop_to;
     }
-    let len = file.metadata()?.len();
-    point.truncated = len - complete_end;
-    if point.truncated > 0 {
-        file.set_len(complete_end)?;
-    }
-    Ok(point)
+    scan.point.truncated = file.metadata()?.len() - scan.complete_end;
+    Ok(scan)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn prepared(content: &[u8]) -> (ResumePoint, Vec<u8>) {
+    fn scanned(content: &[u8]) -> OutputScan {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         std::fs::write(&path, content).unwrap();
-        let point = prepare_output(&path).unwrap();
-        (point, std::fs::read(&path).unwrap())
+        scan_output(&mut File::open(&path).unwrap()).unwrap()
     }
 
     #[test]
-    fn a_partial_last_line_is_cut_off() {
+    fn a_partial_last_line_is_found() {
         let content = b"{\"id\":\"1\",\"aliceWins\":true,\"winner\":\"ALICE\"}\n\
             {\"id\":\"2\",\"error\":{\"code\":\"INVALID_ARGUMENT\",\"message\":\"x\"}}\n{\"id\":\"3\",\"ali";
-        let (point, left) = prepared(content);
-        assert_eq!(point, ResumePoint { lines: 2, errors: 1, truncated: 14 });
-        assert_eq!(left, content[..content.len() - 14]);
+        let scan = scanned(content);
+        assert_eq!(scan.point, ResumePoint { lines: 2, errors: 1, truncated: 14 });
+        assert_eq!(scan.complete_end, content.len() as u64 - 14);
+        let last = scan.last_line.unwrap();
+        assert_eq!(&content[last.start as usize..last.end as usize], &content[45..content.len() - 15]);
     }
 
     #[test]
-    fn complete_and_missing_outputs() {
-        let (point, _) = prepared(b"a\nb\n");
-        assert_eq!(point, ResumePoint { lines: 2, errors: 0, truncated: 0 });
-        let (point, left) = prepared(b"no newline");
-        assert_eq!((point.lines, point.truncated, left.len()), (0, 10, 0));
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(prepare_output(&dir.path().join("none")).unwrap(), ResumePoint::default());
+    fn complete_and_unfinished_outputs() {
+        let scan = scanned(b"a\nbc\n");
+        assert_eq!(scan.point, ResumePoint { lines: 2, errors: 0, truncated: 0 });
+        assert_eq!(scan.last_line, Some(2..4));
+        let scan = scanned(b"no newline");
+        assert_eq!((scan.point.lines, scan.point.truncated, scan.last_line), (0, 10, None));
     }
 
     #[test]
@@ -119,8 +534,120 @@ mod tests {
         content.extend_from_slice(&vec![b'y'; 5 << 20]);
         content.extend_from_slice(ERROR_MARK);
         content.extend_from_slice(b"\nz");
-        let (point, left) = prepared(&content);
-        assert_eq!(point, ResumePoint { lines: 3, errors: 2, truncated: 1 });
-        assert_eq!(left.len(), content.len() - 1);
+        let scan = scanned(&content);
+        assert_eq!(scan.point, ResumePoint { lines: 3, errors: 2, truncated: 1 });
+        let last = scan.last_line.unwrap();
+        assert_eq!((last.end - last.start) as usize, (5 << 20) + ERROR_MARK.len());
+    }
+
+    #[test]
+    fn the_fingerprint_sees_line_numbers_and_contents() {
+        let of = |lines: &[(u64, &[u8])]| {
+            let mut fingerprint = Fingerprint::default();
+            for &(number, text) in lines {
+                fingerprint.add(Line::Text { number }, text);
+            }
+            fingerprint.checkpoint()
+        };
+        let base = of(&[(1, b"ab"), (2, b"c")]);
+        assert_eq!((base.lines, base.input_line), (2, 2));
+        assert_eq!(base, of(&[(1, b"ab"), (2, b"c")]));
+        assert_ne!(base.hash, of(&[(1, b"a"), (2, b"bc")]).hash);
+        assert_ne!(base.hash, of(&[(1, b"ab"), (3, b"c")]).hash);
+        let mut long = Fingerprint::default();
+        long.add(Line::TooLong { number: 1, len: 2 }, b"");
+        long.add(Line::Text { number: 2 }, b"c");
+        assert_ne!(base.hash, long.checkpoint().hash);
+    }
+
+    const OPTIONS: OutputOptions = OutputOptions { winner_only: false, max_message_bytes: 1 << 20 };
+
+    /// An input with blank lines; its non-blank lines have ids a, (line 4), c, d.
+    const INPUT: &[u8] = b"{\"id\":\"a\"}\n\n  \n{}\n{\"id\":\"c\"}\n\n{\"id\":\"d\"}\n";
+
+    fn reader(input: &[u8]) -> ProblemReader {
+        ProblemReader::from_reader(Box::new(io::Cursor::new(input.to_vec())), None, 1 << 20).unwrap()
+    }
+
+    /// The fingerprint of the first `lines` non-blank lines of `input`.
+    fn fingerprint_of(input: &[u8], lines: u64) -> Checkpoint {
+        let (mut reader, mut fingerprint, mut text) = (reader(input), Fingerprint::default(), Vec::new());
+        while fingerprint.lines < lines {
+            let line = reader.next_line(&mut text).unwrap().unwrap();
+            if !is_blank(&text) {
+                fingerprint.add(line, &text);
+            }
+        }
+        fingerprint.checkpoint()
+    }
+
+    /// An output of `ids` (plus `tail`) whose sidecar counts the first `checkpoint` lines of INPUT.
+    fn output(dir: &Path, ids: &[&str], tail: &str, checkpoint: u64) -> PathBuf {
+        let path = dir.join("out.jsonl");
+        let mut text: String =
+            ids.iter().map(|id| format!("{{\"id\":\"{id}\",\"aliceWins\":false}}\n")).collect();
+        text.push_str(tail);
+        std::fs::write(&path, text).unwrap();
+        Sidecar::create(&path, "in.jsonl".into(), OPTIONS, fingerprint_of(INPUT, checkpoint)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_resume_skips_the_answered_lines_blank_ones_too() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two lines checkpointed, a third written after, half a fourth cut off.
+        let path = output(dir.path(), &["a", "4", "c"], "{\"id\":\"d", 2);
+        let mut input = reader(INPUT);
+        let resumed = resume(&path, OPTIONS, &mut input).unwrap();
+        assert_eq!(resumed.point, ResumePoint { lines: 3, errors: 0, truncated: 8 });
+        assert_eq!(resumed.fingerprint.checkpoint(), fingerprint_of(INPUT, 3));
+        let mut text = Vec::new();
+        assert_eq!(input.next_line(&mut text).unwrap(), Some(Line::Text { number: 6 }));
+        assert!(std::fs::read_to_string(&path).unwrap().ends_with("\"c\",\"aliceWins\":false}\n"));
+    }
+
+    #[test]
+    fn a_resume_refuses_what_it_cannot_prove() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused =
+            |path: &Path, input: &[u8], options| resume(path, options, &mut reader(input)).unwrap_err();
+
+        let path = output(dir.path(), &["a", "4", "x"], "", 2);
+        let err = refused(&path, INPUT, OPTIONS);
+        assert!(matches!(&err, ResumeError::IdDiffers { line: 3, input_line: 5, .. }), "{err}");
+        assert!(err
+            .to_string()
+            .ends_with("answers id \"x\" but input line 5 has id \"c\": not this input's output"));
+
+        let path = output(dir.path(), &["a", "4", "c"], "", 2);
+        let other = b"{\"id\":\"a\"}\n{}\n{\"id\":\"c\"}\n";
+        let err = refused(&path, other, OPTIONS);
+        assert!(matches!(err, ResumeError::InputDiffers { lines: 2, input_line: 4, .. }), "{err}");
+        let err = refused(&path, b"{\"id\":\"a\"}\n\n  \n{}\n", OPTIONS);
+        assert!(matches!(err, ResumeError::InputShorter { output_lines: 3, input_lines: 2, .. }), "{err}");
+        let err = refused(&path, INPUT, OutputOptions { winner_only: true, ..OPTIONS });
+        assert!(matches!(err, ResumeError::OptionsDiffer { .. }), "{err}");
+
+        let path = output(dir.path(), &["a"], "", 2);
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::Cut { lines: 1, checkpoint: 2, .. }));
+
+        std::fs::remove_file(sidecar_path(&path)).unwrap();
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::NotOurs { .. }));
+        std::fs::write(sidecar_path(&path), "{}").unwrap();
+        assert!(matches!(refused(&path, INPUT, OPTIONS), ResumeError::BadSidecar { .. }));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"id\":\"a\",\"aliceWins\":false}\n",
+            "untouched"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_empty_output_is_a_fresh_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.jsonl");
+        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
     }
 }
