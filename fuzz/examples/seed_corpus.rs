@@ -30,7 +30,9 @@ fn main() -> std::io::Result<()> {
         lines.iter().enumerate().filter_map(|(i, line)| parse_problem(line, i as u64 + 1).ok()).collect();
     let mut requests: Vec<Vec<u8>> = problems
         .iter()
-        .map(|problem| pb::SolveRequest { problem: Some(problem.clone()), winner_only: false }.encode_to_vec())
+        .map(|problem| {
+            pb::SolveRequest { problem: Some(problem.clone()), winner_only: false }.encode_to_vec()
+        })
         .collect();
     requests.push(pb::SolveBatchRequest { problems: problems.clone(), winner_only: false }.encode_to_vec());
     requests.push(pb::SolveBatchRequest { problems, winner_only: true }.encode_to_vec());
@@ -53,9 +55,11 @@ fn main() -> std::io::Result<()> {
     write_seeds(&fuzz.join("corpus/solve_request"), "request", &requests)?;
 
     // 0 and 1 cover nothing or one pile; 2^20 + 1000 is past the loader's spot check.
+    // The target's first byte: 1 fixes the checksum up before loading, 0 keeps it as is.
     let tables: Vec<Vec<u8>> = [0, 1, 100, 1000, 4000, (1 << 20) + 1000]
         .into_iter()
         .map(|covered| IvTableFile { covered, losing: losing_positions_below(covered) }.encode())
+        .flat_map(|file| [[&[1], file.as_slice()].concat(), [&[0], file.as_slice()].concat()])
         .collect();
     write_seeds(&fuzz.join("corpus/iv_table_file"), "table", &tables)
 }

@@ -35,7 +35,12 @@ fuzz_target!(|bytes: &[u8]| {
             assert_eq!(problem.id, expected_id);
 
             let json = serde_json::to_vec(&problem).expect("a problem serializes");
-            assert_eq!(parse_problem(&json, NUMBER).as_ref(), Ok(&problem), "{}", String::from_utf8_lossy(&json));
+            assert_eq!(
+                parse_problem(&json, NUMBER).as_ref(),
+                Ok(&problem),
+                "{}",
+                String::from_utf8_lossy(&json)
+            );
         }
         Err((id, err)) => {
             assert!(!id.is_empty(), "a rejected line has an id");
