@@ -9,6 +9,8 @@
 //! each finished segment, so a request inside the known range never waits, and one
 //! waiting for a pile the running extension will reach wakes as soon as it is covered.
 
+#[doc(hidden)]
+pub mod baseline;
 mod gallop;
 pub mod sieve;
 
@@ -18,7 +20,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::gallop::{first_at_least, last_at_most};
 use self::sieve::{Sieve, SEGMENT};
-use super::{Move, Outcome, SolveError};
+use super::{Move, Outcome, Player, SolveError};
 
 pub use self::sieve::losing_positions_below;
 
@@ -207,6 +209,15 @@ impl StoneGameIvTable {
         Ok(Outcome::alice(take.map(|take| Move::StoneGameIv { take })))
     }
 
+    /// Who wins a pile of `n`, without a move: one binary search once the table covers
+    /// `n` (grown first if needed, blocking).
+    pub fn winner(&self, n: u64) -> Result<Player, SolveError> {
+        self.extend_to(n)?;
+        // n ≤ limit ≤ u32::MAX: the cast is exact.
+        let losing = self.losing.read().binary_search(&(n as u32)).is_ok();
+        Ok(if losing { Player::Bob } else { Player::Alice })
+    }
+
     /// The covered range and a copy of the P-positions below it, for saving.
     pub fn snapshot(&self) -> (u64, Vec<u32>) {
         let losing = self.losing.read();
@@ -251,7 +262,8 @@ impl StoneGameIvTable {
 /// between two squares, so the cost is about k steps. The smallest winning k is not
 /// small: it averages 245 for n < 10^7 and 1,710 for n near 10^9 (at most 31,620 there),
 /// so a winning move costs some microseconds where the outcome alone is one search.
-fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
+#[doc(hidden)]
+pub fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
     // Invariant: losing[..above] are the P-positions ≤ the current target n − k².
     let mut above = losing.len();
     for k in (1..).take_while(|&k| k * k <= n) {
