@@ -225,7 +225,7 @@ fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u3
 }
 
 /// ⌊√n⌋, exact for every u64.
-fn isqrt(n: u64) -> u64 {
+pub(super) fn isqrt(n: u64) -> u64 {
     let mut root = (n as f64).sqrt() as u64;
     while root.checked_mul(root).is_none_or(|square| square > n) {
         root -= 1;
