@@ -73,7 +73,7 @@ impl Worker {
 
 /// The state of a sieve between segments: per-k cursors and two segments of marks.
 #[derive(Debug)]
-pub struct Sieve {
+struct Sieve {
     even: Worker,
     odd: Worker,
     /// The start of the next segment the cursors are valid for; `None` forces a resync.
