@@ -18,10 +18,11 @@
 //! numbers of the same segment.
 //!
 //! Measured side by side with the pre-issue-11 sieve (`stone_game_iv::baseline`) on
-//! the 2^25 numbers above 9.6·10^8, CPU time, medians of 5: the prefetch alone takes it
-//! to 0.70–0.75× (blocks of 2^15..2^18 alike), blocks of 2^15 without it 0.83×, 2^16
-//! without it 1.24×; bytes beat bits, as measured before issue 11 (bitsets 10% slower at
-//! 10^8). Whole runs: `cargo run --release --example iv_cold -- --baseline`.
+//! the 2^25 numbers above 9.6·10^8 (a scratch loop over the saved 10^9 list), CPU time,
+//! medians of 5: this sieve 0.64×; with the prefetch, blocks of 2^15..2^18 alike
+//! (0.70–0.75×); without it, blocks of 2^15 0.83× and 2^16 1.24×. Bytes beat bits, as
+//! measured before issue 11 (bitsets 10% slower at 10^8). Whole runs, both sieves in one
+//! run: `cargo run --release --example iv_cold -- --baseline` (10^8: 0.75× CPU).
 
 use super::gallop::first_at_least;
 
