@@ -1,12 +1,15 @@
-//! Stone Game IV: the segmented sieve against the seeds' O(n·√n) dynamic programme,
-//! both from cold, to n = 10^7; and answering from a warm table.
+//! Stone Game IV: the segmented sieve against the pre-issue-11 sieve
+//! (`stone_game_iv::baseline`) and the seeds' O(n·√n) dynamic programme, all from cold,
+//! to n = 10^7; and answering from a warm table, small piles and large ones.
 //!
 //! `cargo bench --bench stone_game_iv`. The 10^8 and 10^9 cold runs take too long for
-//! criterion's repetitions: `cargo run --release --example iv_cold` times them, one
-//! process each, with peak memory.
+//! criterion's repetitions: `cargo run --release --example iv_cold -- --baseline` times
+//! them, old and new alternately, one process each, with peak memory. The large-pile
+//! warm bench uses a 10^8 table (one second to build) and random piles in its top
+//! tenth; the example measures the same near 10^9.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use gamesolver::games::stone_game_iv::losing_positions_below;
+use gamesolver::games::stone_game_iv::{baseline, losing_positions_below, smallest_winning_take};
 use gamesolver::games::StoneGameIvTable;
 
 /// The seeds' dynamic programme (a dense table, first losing move found wins), as the
@@ -35,6 +38,9 @@ fn cold(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("sieve", end), &end, |b, &end| {
             b.iter(|| losing_positions_below(end as u64).len())
         });
+        group.bench_with_input(BenchmarkId::new("baseline_sieve", end), &end, |b, &end| {
+            b.iter(|| baseline::losing_positions_below(end as u64).len())
+        });
         group.bench_with_input(BenchmarkId::new("seeds_dp", end), &end, |b, &end| {
             b.iter(|| seeds_dp_losing_count(end))
         });
@@ -53,5 +59,57 @@ fn warm(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cold, warm);
+/// 1,000 pseudo-random piles in [9·10^7, 10^8) (SplitMix64, fixed from run to run).
+fn large_piles() -> Vec<u64> {
+    let mut state = 0u64;
+    (0..1000)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = (state ^ (state >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            90_000_000 + (z ^ (z >> 31)) % 10_000_000
+        })
+        .collect()
+}
+
+/// Warm answers for large piles, 1,000 an iteration: the full solve, the outcome alone,
+/// and the move alone by the current and by the pre-issue-11 walk on the same list.
+fn warm_large(c: &mut Criterion) {
+    const END: u64 = 100_000_000;
+    let table = StoneGameIvTable::new(END - 1);
+    table.extend_to(END - 1).unwrap();
+    let (_, losing) = table.snapshot();
+    let piles = large_piles();
+    // The winning piles with the P-positions below each, for the move-only cases.
+    let winning: Vec<(u64, usize)> = piles
+        .iter()
+        .map(|&n| (n, losing.partition_point(|&p| u64::from(p) < n)))
+        .filter(|&(n, below)| losing.get(below).is_none_or(|&p| u64::from(p) != n))
+        .collect();
+    let mut group = c.benchmark_group("stone_game_iv_warm_large");
+    group.bench_function("solve_1000", |b| {
+        b.iter(|| piles.iter().filter(|&&n| table.solve(n).unwrap().alice_wins()).count())
+    });
+    group.bench_function("winner_1000", |b| {
+        b.iter(|| {
+            piles.iter().filter(|&&n| table.winner(n).unwrap() == gamesolver::games::Player::Alice).count()
+        })
+    });
+    group.bench_function("move_1000", |b| {
+        b.iter(|| {
+            winning.iter().map(|&(n, below)| smallest_winning_take(&losing[..below], n).unwrap()).sum::<u64>()
+        })
+    });
+    group.bench_function("baseline_move_1000", |b| {
+        b.iter(|| {
+            winning
+                .iter()
+                .map(|&(n, below)| baseline::smallest_winning_take(&losing[..below], n).unwrap())
+                .sum::<u64>()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold, warm, warm_large);
 criterion_main!(benches);

@@ -109,6 +109,17 @@ impl Game {
             Game::StoneGameIv(n) => iv_table.solve(*n),
         }
     }
+
+    /// Who wins the game, without a move: Stone Game IV answers with one binary search
+    /// in `iv_table` (which may grow first), where [`Game::solve`] also walks the list
+    /// for Alice's move; the other two games are solved and their move dropped (it costs
+    /// at most one more pass over the input).
+    pub fn winner(&self, iv_table: &StoneGameIvTable) -> Result<Player, SolveError> {
+        match self {
+            Game::StoneGameIv(n) => iv_table.winner(*n),
+            game => game.solve(iv_table).map(|outcome| outcome.winner),
+        }
+    }
 }
 
 /// Why a problem has no answer.
@@ -166,6 +177,21 @@ mod tests {
         fn stone_game_iv_beyond_the_limit_is_out_of_range(n in 101u64..) {
             let table = StoneGameIvTable::new(100);
             prop_assert_eq!(Game::StoneGameIv(n).solve(&table), Err(SolveError::OutOfRange { n, limit: 100 }));
+            prop_assert_eq!(Game::StoneGameIv(n).winner(&table), Err(SolveError::OutOfRange { n, limit: 100 }));
+        }
+
+        /// The winner alone agrees with the exhaustive search, for every game.
+        #[test]
+        fn winner_matches_exhaustive_search(
+            sum in "([0-9?]{2}){0,4}",
+            ix in proptest::collection::vec(0u64..10, 0..7),
+            iv in 0u64..2000,
+        ) {
+            let table = StoneGameIvTable::new(2000);
+            let alice = |game: Game| game.winner(&table).unwrap() == Player::Alice;
+            prop_assert_eq!(alice(Game::SumGame(sum.clone())), exhaustive::sum_game_alice_wins(sum.as_bytes(), true));
+            prop_assert_eq!(alice(Game::StoneGameIx(ix.clone())), exhaustive::stone_game_ix_alice_wins(&ix, 0, true));
+            prop_assert_eq!(alice(Game::StoneGameIv(iv)), exhaustive::stone_game_iv_mover_wins(iv));
         }
     }
 }
