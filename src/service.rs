@@ -199,13 +199,16 @@ impl Solver {
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.
+/// With `winner_only`, no move is looked for: a Stone Game IV answer is then one binary
+/// search instead of a walk over the P-positions.
 fn solve_guarded(game: &Game, table: &StoneGameIvTable, winner_only: bool) -> Result<Outcome, ProblemError> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| game.solve(table)))
-        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))??;
-    Ok(match winner_only {
-        true => Outcome { winning_move: None, ..outcome },
-        false => outcome,
-    })
+    let solved = catch_unwind(AssertUnwindSafe(|| match winner_only {
+        true => game.winner(table).map(|winner| Outcome { winner, winning_move: None }),
+        false => game.solve(table),
+    }));
+    solved
+        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))?
+        .map_err(Into::into)
 }
 
 /// The tonic service; cheap to clone.
