@@ -16,6 +16,7 @@ pub mod client;
 pub mod convert;
 pub mod games;
 pub mod iv_table_file;
+mod json_number;
 pub mod pb;
 pub mod pool;
 pub mod server;

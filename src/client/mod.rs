@@ -2,8 +2,8 @@
 //! nothing lost.
 //!
 //! A run is a pipeline of bounded stages: [`input`] reads lines (plain, gzip or zstd);
-//! [`batch`] parses them (pbjson, the protobuf JSON mapping generated from the schema) and
-//! encodes them on the reading thread; [`queue`] hands the batches to one
+//! [`batch`] parses them ([`problem_json`]: the protobuf JSON mapping generated from the
+//! schema) and encodes them on the reading thread; [`queue`] hands the batches to one
 //! [`connection`] per server; [`output`] puts the answers back in input order on the
 //! writing thread. [`budget`] bounds the bytes between reading and writing, so memory
 //! stays flat whatever the input size; [`resume`] continues a cut-off output; [`gen`]
@@ -16,6 +16,7 @@ pub mod gen;
 pub mod input;
 pub mod output;
 pub mod pipeline;
+pub mod problem_json;
 pub mod progress;
 pub mod queue;
 pub mod resume;
