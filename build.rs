@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn replace_number_reader(code: &str) -> Result<String, String> {
     const PBJSON: &str = "::pbjson::private::NumberDeserialize";
     if !code.contains(PBJSON) {
-        return Err(format!("pbjson's output no longer uses {PBJSON}: update build.rs").into());
+        return Err(format!("pbjson's output no longer uses {PBJSON}: update build.rs"));
     }
     Ok(code.replace(PBJSON, "crate::json_number::NumberDeserialize"))
 }
