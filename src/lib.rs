@@ -17,6 +17,7 @@ pub mod client;
 pub mod convert;
 pub mod games;
 pub mod iv_table_file;
+mod json_number;
 pub mod pb;
 pub(crate) mod pool;
 pub mod server;

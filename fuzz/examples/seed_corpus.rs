@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use gamesolver::client::batch::parse_problem;
+use gamesolver::client::parse_problem;
 use gamesolver::games::stone_game_iv::losing_positions_below;
 use gamesolver::iv_table_file::IvTableFile;
 use gamesolver::pb;

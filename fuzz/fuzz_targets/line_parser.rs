@@ -7,7 +7,7 @@
 //! `INVALID_ARGUMENT` error that names its reason and line.
 #![no_main]
 
-use gamesolver::client::batch::{parse_problem, LineError};
+use gamesolver::client::{parse_problem, LineError};
 use gamesolver::convert::ProblemError;
 use gamesolver::pb;
 use libfuzzer_sys::fuzz_target;

@@ -13,6 +13,7 @@ use std::num::NonZeroUsize;
 
 use tonic::Code;
 
+pub(crate) use crate::client::problem_json::parse_problem;
 use crate::client::resume::Checkpoint;
 use crate::convert::{self, ProblemError};
 use crate::pb;
@@ -76,59 +77,6 @@ impl From<LineError> for pb::SolutionError {
 /// The solution that stands for a line which is not a problem.
 pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
     pb::Solution { id, error: Some(err.into()), ..Default::default() }
-}
-
-/// Parses one input line into a problem, giving it its line number as id when it has none.
-pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, LineError)> {
-    let line = strip_bom(line, number);
-    match serde_json::from_slice::<pb::Problem>(line) {
-        Ok(mut problem) => {
-            if problem.id.is_empty() {
-                problem.id = number.to_string();
-            }
-            if problem.game.is_none() {
-                let err = LineError::Problem { line: number, source: ProblemError::MissingGame };
-                return Err((problem.id, err));
-            }
-            Ok(problem)
-        }
-        Err(err) => {
-            Err((id_of_bad_line(line, number), LineError::Json { line: number, reason: json_reason(&err) }))
-        }
-    }
-}
-
-/// serde_json's message, with its position given as a column: each line is its own
-/// document, so its "line 1" would only contradict the real line number.
-fn json_reason(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    let position = format!(" at line {} column {}", err.line(), err.column());
-    match text.strip_suffix(&position) {
-        Some(reason) if err.line() == 1 => format!("{reason} at column {}", err.column()),
-        _ => text,
-    }
-}
-
-/// A UTF-8 byte order mark is only meaningful at the start of the file.
-fn strip_bom(line: &[u8], number: u64) -> &[u8] {
-    match line.strip_prefix(b"\xef\xbb\xbf".as_slice()) {
-        Some(rest) if number == 1 => rest,
-        _ => line,
-    }
-}
-
-/// The id a bad line gets: its own `id` when the line is a JSON object with one, else its
-/// line number.
-fn id_of_bad_line(line: &[u8], number: u64) -> String {
-    #[derive(serde::Deserialize)]
-    struct IdOnly {
-        id: Option<String>,
-    }
-    serde_json::from_slice::<IdOnly>(line)
-        .ok()
-        .and_then(|p| p.id)
-        .filter(|id| !id.is_empty())
-        .unwrap_or_else(|| number.to_string())
 }
 
 /// A batch on its way: the encoded `SolveBatchStreamRequest` and what is needed to put its answers
@@ -261,37 +209,6 @@ impl BatchBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn both_field_spellings_parse_and_missing_ids_become_line_numbers() {
-        let camel = parse_problem(br#"{"id":"a1","sumGame":{"num":"?3"}}"#, 1).unwrap();
-        let snake = parse_problem(br#"{"id":"a1","sum_game":{"num":"?3"}}"#, 1).unwrap();
-        assert_eq!(camel, snake);
-        let anonymous = parse_problem(br#"{"stoneGameIx":{"stones":[1,"2"]}}"#, 7).unwrap();
-        assert_eq!(anonymous.id, "7");
-        assert_eq!(
-            anonymous.game,
-            Some(pb::problem::Game::StoneGameIx(pb::StoneGameIx { stones: vec![1, 2] }))
-        );
-    }
-
-    #[test]
-    fn bad_lines_keep_their_id_when_they_have_one() {
-        let (id, err) = parse_problem(br#"{"id":"x","sumGame":{"num":"1"},"extra":1}"#, 3).unwrap_err();
-        assert_eq!(id, "x");
-        assert!(matches!(err, LineError::Json { line: 3, .. }));
-        let (id, err) = parse_problem(b"not json", 4).unwrap_err();
-        assert_eq!(id, "4");
-        assert_eq!(err.to_string(), "line 4: not a problem: expected ident at column 2");
-        let (id, err) = parse_problem(br#"{"id":"g"}"#, 5).unwrap_err();
-        assert_eq!(id, "g");
-        let wire = pb::SolutionError::from(err);
-        assert_eq!(wire.code, pb::solution_error::Code::InvalidArgument as i32);
-        assert_eq!((wire.reason.as_str(), wire.field.as_str()), ("NO_GAME", "problem.game"));
-        assert_eq!(wire.metadata["line"], "5");
-        let (_, err) = parse_problem(b"{", 6).unwrap_err();
-        assert_eq!(pb::SolutionError::from(err).reason, "INVALID_JSON");
-    }
 
     fn builder(max_problems: usize, winner_only: bool) -> BatchBuilder {
         BatchBuilder::new(NonZeroUsize::new(max_problems).unwrap(), NonZeroUsize::MAX, winner_only)

@@ -1,0 +1,137 @@
+//! The bulk path's cost per problem, one stage at a time, on batches of 4096 problems as
+//! the bulk client sends them (issue 11):
+//! - `client_parse/*`: input JSON lines → encoded `SolveBatchStreamRequest`, the reading
+//!   thread's work (`BatchBuilder::push_line`), in MB/s of input;
+//! - `server/*`: what the server does with a decoded batch: `decode` the request,
+//!   `solve` it (`Solver::solve_batch`: convert, fan out, solve, build the solutions),
+//!   `encode` the response, and `all` three in a row.
+//!
+//! Shapes: `small` is `gen --seed 3` with its defaults, `mixed` adds
+//! `--sum-len 2..40 --ix-len 1..30 --ix-value 1..10000 --iv-n 0..1000000`, and
+//! `real_world` is that mix written the way other tools write JSON (numbers as JSON
+//! numbers, half the keys in snake_case; the server sees the same as `mixed`).
+//! `cargo bench --bench bulk`.
+
+use std::hint::black_box;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+use gamesolver::client::gen::{self, GenConfig, SizeRange};
+use gamesolver::client::{BatchBuilder, InputMark};
+use gamesolver::games::StoneGameIvTable;
+use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::service::{Solver, SolverConfig};
+use prost::Message;
+
+const BATCH: usize = 4096;
+
+fn gen_lines(config: GenConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    gen::generate(&GenConfig { count: BATCH as u64, seed: 3, ..config }, &mut out).unwrap();
+    String::from_utf8(out).unwrap().lines().map(str::to_owned).collect()
+}
+
+fn mixed_config() -> GenConfig {
+    GenConfig {
+        sum_len: SizeRange(2..=40),
+        ix_len: SizeRange(1..=30),
+        ix_value: SizeRange(1..=10_000),
+        iv_n: SizeRange(0..=1_000_000),
+        ..GenConfig::default()
+    }
+}
+
+/// `problem` as other tools write it: numbers as numbers, snake_case keys on odd lines.
+fn real_world_line(number: usize, problem: &pb::Problem) -> String {
+    let snake = number % 2 == 1;
+    let key = |camel: &'static str, snake_case: &'static str| if snake { snake_case } else { camel };
+    let game = match problem.game.as_ref().unwrap() {
+        G::SumGame(g) => format!(r#""{}":{{"num":"{}"}}"#, key("sumGame", "sum_game"), g.num),
+        G::StoneGameIx(g) => {
+            let stones: Vec<String> = g.stones.iter().map(u64::to_string).collect();
+            format!(r#""{}":{{"stones":[{}]}}"#, key("stoneGameIx", "stone_game_ix"), stones.join(","))
+        }
+        G::StoneGameIv(g) => format!(r#""{}":{{"n":{}}}"#, key("stoneGameIv", "stone_game_iv"), g.n),
+    };
+    format!(r#"{{"id":"b{number}",{game}}}"#)
+}
+
+/// The shapes, as input lines.
+fn shapes() -> Vec<(&'static str, Vec<String>)> {
+    let small = gen_lines(GenConfig::default());
+    let mixed = gen_lines(mixed_config());
+    let real_world = mixed
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let problem: pb::Problem = serde_json::from_str(line).unwrap();
+            real_world_line(i + 1, &problem)
+        })
+        .collect();
+    vec![("small", small), ("mixed", mixed), ("real_world", real_world)]
+}
+
+/// The encoded `SolveBatchStreamRequest` the client sends for `lines`.
+fn encoded_batch(lines: &[String]) -> prost::bytes::Bytes {
+    let mut builder = BatchBuilder::new(NonZeroUsize::MAX, NonZeroUsize::MAX, false);
+    for (i, line) in lines.iter().enumerate() {
+        assert!(!builder.push_line(line.as_bytes(), i as u64 + 1), "a batch never fills");
+    }
+    let batch = builder.close(InputMark::default()).unwrap();
+    assert_eq!(batch.problems, lines.len(), "every line is a problem");
+    batch.payload
+}
+
+fn client_parse(c: &mut Criterion) {
+    let mut group = c.benchmark_group("client_parse");
+    for (name, lines) in shapes() {
+        group.throughput(Throughput::Bytes(lines.iter().map(|l| l.len() as u64 + 1).sum()));
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| encoded_batch(black_box(&lines)))
+        });
+    }
+    group.finish();
+}
+
+fn server(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let solver = Solver::new(Arc::new(StoneGameIvTable::new(1_000_000_000)), SolverConfig::default());
+    // Both batch shapes differ only in how their JSON was written: the server sees two.
+    let batches: Vec<_> = shapes()
+        .into_iter()
+        .filter(|(name, _)| *name != "real_world")
+        .map(|(n, l)| (n, encoded_batch(&l)))
+        .collect();
+    let decode = |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode(bytes.clone()).unwrap();
+    let solve = |request: pb::SolveBatchStreamRequest| {
+        runtime.block_on(solver.solve_batch(request.problems, request.winner_only)).unwrap()
+    };
+    let encode = |solutions: Vec<pb::Solution>| pb::SolveBatchStreamResponse { solutions }.encode_to_vec();
+    // Grows the Stone Game IV table to the largest pile first, as a warm server has it.
+    for (_, bytes) in &batches {
+        solve(decode(bytes));
+    }
+
+    let mut group = c.benchmark_group("server");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    for (name, bytes) in &batches {
+        let request = decode(bytes);
+        let solutions = solve(request.clone());
+        group.bench_function(BenchmarkId::new("decode", name), |b| b.iter(|| decode(black_box(bytes))));
+        group.bench_function(BenchmarkId::new("solve", name), |b| {
+            b.iter_batched(|| request.clone(), solve, criterion::BatchSize::LargeInput)
+        });
+        group.bench_function(BenchmarkId::new("encode", name), |b| {
+            b.iter_batched(|| solutions.clone(), encode, criterion::BatchSize::LargeInput)
+        });
+        group.bench_function(BenchmarkId::new("all", name), |b| {
+            b.iter(|| encode(solve(decode(black_box(bytes)))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, client_parse, server);
+criterion_main!(benches);
