@@ -65,6 +65,33 @@ struct Args {
     /// Solver pool threads (large problems and batches); default: one per core.
     #[arg(long)]
     solver_threads: Option<std::num::NonZeroUsize>,
+    /// Connections open at once; beyond it new ones wait in the kernel's backlog.
+    #[arg(long, default_value_t = ServerConfig::default().max_connections)]
+    max_connections: usize,
+    /// Seconds a new connection has to finish its handshake and send the HTTP/2 preface.
+    #[arg(long, default_value_t = ServerConfig::default().handshake_timeout.as_secs_f64())]
+    handshake_timeout: f64,
+    /// Seconds without a call in flight after which a connection is closed; 0 is never.
+    #[arg(long, default_value_t = seconds_or_zero(ServerConfig::default().connection_idle_timeout))]
+    connection_idle_timeout: f64,
+    /// Calls in flight on the server (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::default().max_calls)]
+    max_calls: usize,
+    /// Calls in flight on one connection (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::default().max_calls_per_connection)]
+    max_calls_per_connection: usize,
+    /// Bytes of (inflated) request messages all calls together may hold.
+    #[arg(long, default_value_t = ServerConfig::default().max_request_bytes_in_flight)]
+    max_request_bytes_in_flight: usize,
+    /// Seconds a stream may send nothing while the server has nothing left to answer
+    /// before it ends with DEADLINE_EXCEEDED; 0 is never.
+    #[arg(long, default_value_t = seconds_or_zero(SolverConfig::default().stream_idle_timeout))]
+    stream_idle_timeout: f64,
+}
+
+/// A timeout flag's value: `None` is 0.
+fn seconds_or_zero(timeout: Option<Duration>) -> f64 {
+    timeout.map_or(0.0, |t| t.as_secs_f64())
 }
 
 /// mimalloc instead of glibc malloc: the server allocates and frees a buffer per message.
@@ -76,13 +103,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const DEFAULT_IV_PRECOMPUTE: u64 = 20_000_000;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::prelude::*;
+    let env_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // Lines a peer can cause (h2's and hyper's) are rate-limited per call site.
+    let filter = env_filter.and(server::LogRateLimit::default());
+    let format = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    tracing_subscriber::registry().with(format.with_filter(filter)).init();
     let args = Args::parse();
     let result = build_runtime(&args).and_then(|runtime| {
         let result = runtime.block_on(run(args));
@@ -106,6 +135,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("--{flag} must be a non-negative number of seconds"))
     };
     let request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    let optional = |s: f64, flag: &str| seconds(s, flag).map(|d| (!d.is_zero()).then_some(d));
     let config = ServerConfig {
         max_message_bytes: args.max_message_bytes,
         shutdown_grace: seconds(args.shutdown_timeout, "shutdown-timeout")?,
@@ -114,13 +144,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
         solver: SolverConfig {
             inline_work: args.inline_work,
             stream_in_flight_bytes: args.stream_in_flight_bytes,
+            stream_idle_timeout: optional(args.stream_idle_timeout, "stream-idle-timeout")?,
             ..SolverConfig::default()
         },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
         http2_stream_window: args.http2_stream_window,
         http2_connection_window: args.http2_connection_window,
         compress_responses: args.compress_responses,
+        max_connections: args.max_connections,
+        handshake_timeout: seconds(args.handshake_timeout, "handshake-timeout")?,
+        connection_idle_timeout: optional(args.connection_idle_timeout, "connection-idle-timeout")?,
+        max_calls: args.max_calls,
+        max_calls_per_connection: args.max_calls_per_connection,
+        max_request_bytes_in_flight: args.max_request_bytes_in_flight,
     };
+    match server::raise_open_file_limit() {
+        Ok(limit) => tracing::info!(limit, "open-file limit"),
+        Err(err) => tracing::warn!(%err, "cannot raise the open-file limit"),
+    }
     let iv_store = args.iv_table.map(|path| Arc::new(IvTableStore::new(path)));
     if let Some(store) = &iv_store {
         let (store, table) = (Arc::clone(store), Arc::clone(&config.iv_table));
