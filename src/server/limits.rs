@@ -281,6 +281,7 @@ impl Inflate {
         limit: usize,
         held: &mut OwnedSemaphorePermit,
         budget: &Arc<Semaphore>,
+        budget_units: u32,
     ) -> Result<Vec<u8>, Status> {
         let mut reader: Box<dyn Read> = match self {
             Inflate::Gzip => Box::new(flate2::read::GzDecoder::new(input)),
@@ -295,6 +296,12 @@ impl Inflate {
         let input_units = held.num_permits() as u32;
         loop {
             let wanted = input_units.saturating_add(units(capacity));
+            if wanted > budget_units {
+                return Err(Status::resource_exhausted(format!(
+                    "request message inflates past the server's budget of {} bytes for requests in flight",
+                    budget_units as usize * BUDGET_UNIT
+                )));
+            }
             if wanted > held.num_permits() as u32 {
                 let more = Arc::clone(budget).try_acquire_many_owned(wanted - held.num_permits() as u32);
                 held.merge(more.map_err(|_| {
@@ -422,6 +429,7 @@ impl Budgeted {
                         self.limits.max_message_bytes,
                         held,
                         &self.budget,
+                        self.budget_units,
                     ) {
                         Ok(inflated) => inflated,
                         Err(status) => return Poll::Ready(Some(Err(status))),
