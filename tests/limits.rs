@@ -131,7 +131,8 @@ async fn a_connection_that_only_answers_pings_is_closed_when_idle() {
     };
     tokio::time::timeout(PATIENCE, pings).await.expect("closed within the patience");
     // The client's own idle connection was closed too; its channel reconnects.
-    assert!(solve(&mut client, sum("after", "11")).await.is_ok());
+    let after = solve(&mut client, sum("after", "11")).await;
+    assert!(after.is_ok(), "{after:?}");
 }
 
 #[tokio::test]

@@ -10,8 +10,10 @@
 //!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
 //!
-//! Closing is done by ending the connection's input (read returns end-of-file): hyper
-//! then flushes what it has written and closes, with no cooperation from the peer.
+//! Closing writes a GOAWAY naming the last stream the peer opened (as gRPC servers do for
+//! `MAX_CONNECTION_IDLE`, so that a call the client sends meanwhile is retried on a new
+//! connection), then ends the connection's input (read returns end-of-file): hyper
+//! flushes what it has written and closes, with no cooperation from the peer.
 //! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning.
 
 use std::convert::Infallible;
@@ -154,7 +156,81 @@ pub(crate) struct Connection<IO> {
     shutting_down: bool,
     idle_timeout: Option<Duration>,
     idle: Pin<Box<Sleep>>,
+    /// Frame boundaries of what the server wrote and read, and the last stream the peer
+    /// opened: what a GOAWAY needs.
+    sent: FrameCursor,
+    received: FrameCursor,
+    last_stream: u32,
+    /// Once closing: the GOAWAY frame and how much of it is written.
+    goaway: Option<([u8; GOAWAY_LEN], usize)>,
+    closed: bool,
     _slot: OwnedSemaphorePermit,
+}
+
+/// Length of a GOAWAY frame without debug data.
+const GOAWAY_LEN: usize = 17;
+
+/// Follows HTTP/2 frame boundaries in one direction of a connection.
+#[derive(Debug, Default)]
+struct FrameCursor {
+    header: [u8; 9],
+    have: usize,
+    body_left: usize,
+}
+
+impl FrameCursor {
+    /// Takes in `bytes`; `on_header(type, stream id)` sees each complete frame header.
+    fn feed(&mut self, mut bytes: &[u8], mut on_header: impl FnMut(u8, u32)) {
+        while !bytes.is_empty() {
+            if self.body_left > 0 {
+                let n = self.body_left.min(bytes.len());
+                self.body_left -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (self.header.len() - self.have).min(bytes.len());
+            self.header[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+            self.have += n;
+            bytes = &bytes[n..];
+            if self.have == self.header.len() {
+                let h = self.header;
+                self.have = 0;
+                self.body_left = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                on_header(h[3], u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff);
+            }
+        }
+    }
+
+    fn at_boundary(&self) -> bool {
+        self.have == 0 && self.body_left == 0
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> Connection<IO> {
+    /// Writes a GOAWAY naming the last stream the peer opened, so that its calls sent
+    /// meanwhile are retried elsewhere rather than lost; skipped when the server is in
+    /// the middle of writing a frame (the peer is not reading, then).
+    fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.goaway.is_none() {
+            if !self.sent.at_boundary() {
+                return Poll::Ready(());
+            }
+            let mut frame = [0u8; GOAWAY_LEN];
+            frame[2] = 8; // payload length
+            frame[3] = 7; // type GOAWAY
+            frame[9..13].copy_from_slice(&self.last_stream.to_be_bytes());
+            self.goaway = Some((frame, 0));
+        }
+        let Some((frame, written)) = &mut self.goaway else { return Poll::Ready(()) };
+        while *written < GOAWAY_LEN {
+            match Pin::new(&mut self.io).poll_write(cx, &frame[*written..]) {
+                Poll::Ready(Ok(0) | Err(_)) => *written = GOAWAY_LEN,
+                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(())
+    }
 }
 
 impl<IO> Connection<IO> {
@@ -182,15 +258,17 @@ impl<IO> Connection<IO> {
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Connection<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Connection<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.must_close(cx) {
-            return Poll::Ready(Ok(()));
+        if this.closed || this.must_close(cx) {
+            this.closed = true;
+            // End of input once the GOAWAY is out: hyper flushes what it has and closes.
+            return this.poll_goaway(cx).map(Ok);
         }
         if !this.preface.is_empty() {
             let n = this.preface.len().min(buf.remaining());
@@ -198,13 +276,35 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Connection<IO> {
             this.preface = &this.preface[n..];
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.io).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let result = Pin::new(&mut this.io).poll_read(cx, buf);
+        let last_stream = &mut this.last_stream;
+        this.received.feed(&buf.filled()[before..], |kind, stream| {
+            if kind == 1 {
+                *last_stream = (*last_stream).max(stream); // HEADERS opening a stream
+            }
+        });
+        result
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> Connection<IO> {
+    /// Finishes a GOAWAY begun, before anything else is written.
+    fn poll_pending_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &self.goaway {
+            Some((_, written)) if *written < GOAWAY_LEN => self.poll_goaway(cx),
+            _ => Poll::Ready(()),
+        }
     }
 }
 
 impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending_goaway(cx));
+        let written = std::task::ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
+        this.sent.feed(&buf[..written], |_, _| {});
+        Poll::Ready(Ok(written))
     }
 
     fn poll_write_vectored(
@@ -212,7 +312,19 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending_goaway(cx));
+        let written = std::task::ready!(Pin::new(&mut this.io).poll_write_vectored(cx, bufs))?;
+        let mut left = written;
+        for buf in bufs {
+            let n = left.min(buf.len());
+            this.sent.feed(&buf[..n], |_, _| {});
+            left -= n;
+            if left == 0 {
+                break;
+            }
+        }
+        Poll::Ready(Ok(written))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -220,6 +332,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_pending_goaway(cx));
         Pin::new(&mut self.io).poll_flush(cx)
     }
 
@@ -331,6 +444,11 @@ impl<H: Handshake> Incoming<H> {
                 shutting_down: false,
                 idle_timeout: limits.idle_timeout,
                 idle: Box::pin(tokio::time::sleep(Duration::ZERO)),
+                sent: FrameCursor::default(),
+                received: FrameCursor::default(),
+                last_stream: 0,
+                goaway: None,
+                closed: false,
                 _slot: slot,
             })
         });

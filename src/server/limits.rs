@@ -49,6 +49,10 @@ use crate::service::stream_idle_status;
 /// The budget counts memory in these units, so that a `u32` of permits spans terabytes.
 const BUDGET_UNIT: usize = 1024;
 
+/// Copies of a request message the server holds at once: the bytes tonic buffers and
+/// the message decoded from them. The budget charges each message this many times.
+const MESSAGE_COPIES: u32 = 2;
+
 /// Length of the gRPC message header: a compressed flag and a big-endian `u32` length.
 const GRPC_HEADER: usize = 5;
 
@@ -273,8 +277,8 @@ impl Inflate {
         }
     }
 
-    /// Inflates `input` into at most `limit` bytes, taking budget for the output as it
-    /// grows (never waiting for it).
+    /// Inflates `input` into an uncompressed gRPC frame of at most `limit` bytes of
+    /// message, taking budget for the output as it grows (never waiting for it).
     fn inflate(
         self,
         input: &[u8],
@@ -290,12 +294,14 @@ impl Inflate {
                     .map_err(|err| Status::internal(format!("cannot inflate the request: {err}")))?,
             ),
         };
-        let mut out = Vec::new();
-        let mut capacity = (input.len() * 4).clamp(4096, limit.saturating_add(1));
+        // The output is the whole gRPC frame, header first, so tonic gets it without a copy.
+        let mut out = vec![0u8; GRPC_HEADER];
+        let most = GRPC_HEADER + limit.saturating_add(1);
+        let mut capacity = (input.len() * 4).clamp(4096, most);
         // The input is already paid for; the output is on top of it while both exist.
         let input_units = held.num_permits() as u32;
         loop {
-            let wanted = input_units.saturating_add(units(capacity));
+            let wanted = input_units.saturating_add(units(capacity).saturating_mul(MESSAGE_COPIES));
             if wanted > budget_units {
                 return Err(Status::resource_exhausted(format!(
                     "request message inflates past the server's budget of {} bytes for requests in flight",
@@ -316,15 +322,17 @@ impl Inflate {
                 .take((capacity - len) as u64)
                 .read_to_end(&mut out)
                 .map_err(|err| Status::internal(format!("cannot inflate the request: {err}")))?;
-            if out.len() > limit {
+            if out.len() - GRPC_HEADER > limit {
                 return Err(Status::resource_exhausted(format!(
                     "request message inflates to more than the limit of {limit} bytes"
                 )));
             }
             if read < capacity - len {
+                let inflated = u32::try_from(out.len() - GRPC_HEADER).unwrap_or(u32::MAX);
+                out[1..GRPC_HEADER].copy_from_slice(&inflated.to_be_bytes());
                 return Ok(out);
             }
-            capacity = capacity.saturating_mul(2).min(limit.saturating_add(1));
+            capacity = capacity.saturating_mul(2).min(most);
         }
     }
 }
@@ -382,7 +390,8 @@ impl Budgeted {
                     }
                     // The previous message's bytes are the call's to free now.
                     self.held.lock().take();
-                    let wanted = units(len + GRPC_HEADER).min(self.budget_units);
+                    let wanted =
+                        units(len + GRPC_HEADER).saturating_mul(MESSAGE_COPIES).min(self.budget_units);
                     let budget = Arc::clone(&self.budget);
                     let admit = Box::pin(async move { budget.acquire_many_owned(wanted).await.ok() });
                     self.phase = Phase::Admitting { compressed, len, admit };
@@ -434,11 +443,7 @@ impl Budgeted {
                         Ok(inflated) => inflated,
                         Err(status) => return Poll::Ready(Some(Err(status))),
                     };
-                    let mut frame = BytesMut::with_capacity(GRPC_HEADER + inflated.len());
-                    frame.put_u8(0);
-                    frame.put_u32(inflated.len() as u32);
-                    frame.put_slice(&inflated);
-                    return Poll::Ready(Some(Ok(frame.freeze())));
+                    return Poll::Ready(Some(Ok(Bytes::from(inflated))));
                 }
             }
         }
