@@ -278,8 +278,8 @@ def probe_ping_only(server):
                 conns[i].flush()
                 if not conns[i].pump(0.001):
                     alive.discard(i)
-            except OSError:
-                alive.discard(i)
+            except (OSError, h2.exceptions.ProtocolError):
+                alive.discard(i)  # closed, or a GOAWAY received
         time.sleep(0.3)
     check(not alive, f"all closed by the idle-connection timeout ({len(alive)} still open)")
     for c in conns:
@@ -307,7 +307,7 @@ def probe_silent_streams(server):
     codes = {}
     for result in results:
         for r in result.values():
-            key = (r.get("grpc-status"), r.get("grpc-message", "")[:40]) if "grpc-status" in r else ("reset", "")
+            key = (r.get("grpc-status"), r.get("grpc-message", "")[:40]) if "grpc-status" in r else ("reset", str(r.get("reset")))
             codes[key] = codes.get(key, 0) + 1
     for key, count in sorted(codes.items(), key=str):
         print(f"        {count:6} x {key}")
@@ -316,7 +316,11 @@ def probe_silent_streams(server):
     idle = sum(n for (code, _), n in codes.items() if code == "4")
     shed = sum(n for (code, msg), n in codes.items() if code == "8" and msg.startswith("server overloaded"))
     check(ended == total, f"every one of the {total} calls opened has ended ({ended}); {refused_by_h2} held back by MAX_CONCURRENT_STREAMS")
-    check(idle + shed == total, f"{idle} ended DEADLINE_EXCEEDED (stream idle), {shed} refused RESOURCE_EXHAUSTED (max calls)")
+    # HTTP/2 itself refuses a stream opened while the server still counts 1,024 (REFUSED_STREAM).
+    refused = sum(n for (code, reason), n in codes.items() if code == "reset" and reason in ("7", "ErrorCodes.REFUSED_STREAM"))
+    check(idle + shed + refused == total,
+          f"{idle} ended DEADLINE_EXCEEDED (stream idle), {shed} refused RESOURCE_EXHAUSTED (max calls), "
+          f"{refused} REFUSED_STREAM")
     for c in conns:
         c.sock.close()
     report("silent streams", server, before)
