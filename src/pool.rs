@@ -42,7 +42,8 @@ where
     let (reply, result) = oneshot::channel();
     rayon::spawn(move || {
         if reply.is_closed() {
-            return; // the caller gave up while the job was queued
+            tracing::debug!("pool job skipped: its caller has gone");
+            return;
         }
         let gone = || reply.is_closed();
         let outcome = catch_unwind(AssertUnwindSafe(|| job(&Caller { gone: &gone })));

@@ -14,7 +14,10 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use rayon::prelude::*;
@@ -41,6 +44,9 @@ pub struct SolverConfig {
     /// Bytes of decoded problems one streaming call may have in flight; a request larger
     /// than this waits until it can have all of it, then runs alone.
     pub stream_in_flight_bytes: usize,
+    /// A streaming call that sends nothing for this long while the server has nothing
+    /// left to answer ends with `DEADLINE_EXCEEDED`; `None` lets it wait forever.
+    pub stream_idle_timeout: Option<Duration>,
 }
 
 impl Default for SolverConfig {
@@ -50,6 +56,7 @@ impl Default for SolverConfig {
             stream_window: 64,
             batch_window: 4,
             stream_in_flight_bytes: 64 * 1024 * 1024,
+            stream_idle_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -261,7 +268,8 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
         let requests = request.into_inner();
         let request_bytes =
             |request: &pb::SolveStreamRequest| request.problem.as_ref().map_or(0, problem_bytes);
-        Ok(Response::new(solve_in_order(requests, budget, request_bytes, move |request| {
+        let idle = solver.config.stream_idle_timeout;
+        Ok(Response::new(solve_in_order(requests, budget, idle, request_bytes, move |request| {
             let solver = Arc::clone(&solver);
             async move {
                 let solution = solver.solve_problem(request.problem, request.winner_only).await;
@@ -282,7 +290,8 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
         let requests = request.into_inner();
         let batch_bytes =
             |batch: &pb::SolveBatchStreamRequest| batch.problems.iter().map(problem_bytes).sum();
-        Ok(Response::new(solve_in_order(requests, budget, batch_bytes, move |batch| {
+        let idle = solver.config.stream_idle_timeout;
+        Ok(Response::new(solve_in_order(requests, budget, idle, batch_bytes, move |batch| {
             let solver = Arc::clone(&solver);
             async move {
                 let solutions =
@@ -330,9 +339,13 @@ impl StreamBudget {
 /// (`ENHANCE_YOUR_CALM`, "too_many_data_frames": a budget of half the connection window
 /// at 256 bytes a frame), which a grpc-go client streaming 25-byte problems reached with
 /// only 64 read ahead.
+///
+/// A stream with nothing in flight that sends nothing for `idle_timeout` ends with
+/// [`stream_idle_status`].
 fn solve_in_order<Req, Resp, Fut>(
     requests: impl Stream<Item = Result<Req, Status>> + Send + 'static,
     budget: StreamBudget,
+    idle_timeout: Option<Duration>,
     weigh: impl Fn(&Req) -> usize + Send + 'static,
     mut solve: impl FnMut(Req) -> Fut + Send + 'static,
 ) -> ResponseStream<Resp>
@@ -343,6 +356,9 @@ where
 {
     let StreamBudget { window, bytes, units } = budget;
     let solving = Arc::new(Semaphore::new(window));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::clone(&in_flight);
+    let requests = IdleTimeout { requests: Box::pin(requests), timeout: idle_timeout, in_flight, idle: None };
     let answers = requests
         .then(move |request| {
             let size = request.as_ref().map_or(0, &weigh);
@@ -361,8 +377,57 @@ where
             }
         })
         // Every request in flight holds at least one unit, so `units` bounds this too.
-        .buffered(units as usize);
+        .buffered(units as usize)
+        .inspect(move |_| {
+            answered.fetch_sub(1, Ordering::SeqCst);
+        });
     Box::pin(stop_after_error(answers))
+}
+
+/// The status of a call that the stream idle timeout ends.
+pub(crate) fn stream_idle_status(timeout: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "stream idle: the client sent nothing for {timeout:?} while the server had nothing left to answer"
+    ))
+}
+
+/// A stream of requests that fails with [`stream_idle_status`] when none comes for
+/// `timeout` while `in_flight` (requests read, not yet answered) is zero.
+struct IdleTimeout<S> {
+    requests: Pin<Box<S>>,
+    timeout: Option<Duration>,
+    in_flight: Arc<AtomicUsize>,
+    /// Armed when the stream went idle.
+    idle: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: Stream<Item = Result<T, Status>>, T> Stream for IdleTimeout<S> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Poll::Ready(item) = this.requests.as_mut().poll_next(cx) {
+            this.idle = None;
+            if item.is_some() {
+                this.in_flight.fetch_add(1, Ordering::SeqCst);
+            }
+            return Poll::Ready(item);
+        }
+        let Some(timeout) = this.timeout else { return Poll::Pending };
+        if this.in_flight.load(Ordering::SeqCst) > 0 {
+            this.idle = None;
+            return Poll::Pending;
+        }
+        let idle = this.idle.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match idle.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.timeout = None;
+                this.in_flight.fetch_add(1, Ordering::SeqCst);
+                Poll::Ready(Some(Err(stream_idle_status(timeout))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// Roughly the memory a decoded problem holds; what admission counts.
@@ -413,7 +478,7 @@ mod tests {
                 futures::future::pending::<Result<u32, Status>>().await
             }
         };
-        let mut answers = solve_in_order(requests, budget, move |_| weight, never);
+        let mut answers = solve_in_order(requests, budget, None, move |_| weight, never);
         let _ = tokio::time::timeout(Duration::from_millis(50), answers.next()).await;
         (read.load(Ordering::SeqCst), started.load(Ordering::SeqCst))
     }

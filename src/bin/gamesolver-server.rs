@@ -88,6 +88,28 @@ struct Args {
     /// Log lines as text for people or as JSON objects for log collectors.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Connections open at once; beyond it new ones wait in the kernel's backlog.
+    #[arg(long, default_value_t = ServerConfig::default().max_connections)]
+    max_connections: usize,
+    /// Seconds a new connection has to finish its handshake and send the HTTP/2 preface.
+    #[arg(long, default_value_t = ServerConfig::default().handshake_timeout.as_secs_f64())]
+    handshake_timeout: f64,
+    /// Seconds without a call in flight after which a connection is closed; 0 is never.
+    #[arg(long, default_value_t = seconds_or_zero(ServerConfig::default().connection_idle_timeout))]
+    connection_idle_timeout: f64,
+    /// Calls in flight on the server (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::default().max_calls)]
+    max_calls: usize,
+    /// Calls in flight on one connection (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::default().max_calls_per_connection)]
+    max_calls_per_connection: usize,
+    /// Bytes of (inflated) request messages all calls together may hold.
+    #[arg(long, default_value_t = ServerConfig::default().max_request_bytes_in_flight)]
+    max_request_bytes_in_flight: usize,
+    /// Seconds a stream may send nothing while the server has nothing left to answer
+    /// before it ends with DEADLINE_EXCEEDED; 0 is never.
+    #[arg(long, default_value_t = seconds_or_zero(SolverConfig::default().stream_idle_timeout))]
+    stream_idle_timeout: f64,
 }
 
 /// How log lines are written (to stderr).
@@ -99,14 +121,44 @@ enum LogFormat {
     Json,
 }
 
+/// A timeout flag's value: `None` is 0.
+fn seconds_or_zero(timeout: Option<Duration>) -> f64 {
+    timeout.map_or(0.0, |t| t.as_secs_f64())
+}
+
 /// mimalloc instead of glibc malloc: the server allocates and frees a buffer per message.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc v3's `mimalloc.h` (libmimalloc-sys exports no
+/// constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed memory goes back to the OS after this many milliseconds (mimalloc v2's default;
+/// v3's is 1,000): 48 parallel 60 MB requests peaked at 580 MB with v3's (`bench/soak.sh`).
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Hands freed memory back to the OS each second. mimalloc purges freed segments only
+/// when some thread allocates again, so after a spike an idle server kept its peak RSS
+/// (a refused 1 GiB gzip bomb: 212 MB, and 212 MB after); `bench/soak.sh` measures it.
+fn return_freed_memory() {
+    // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    let spawned = std::thread::Builder::new().name("mimalloc-purge".into()).spawn(|| loop {
+        std::thread::sleep(Duration::from_secs(1));
+        // SAFETY: mi_collect only walks mimalloc's own structures; any thread may call it.
+        unsafe { libmimalloc_sys::mi_collect(false) };
+    });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "cannot start the memory purge thread");
+    }
+}
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let format = args.log_format;
     init_logging(format);
+    return_freed_memory();
     let result = build_runtime(&args).and_then(|runtime| {
         let result = runtime.block_on(run(args));
         // A table extension still running on the blocking pool must not hold the exit.
@@ -128,11 +180,21 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::prelude::*;
+    let env_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // Lines a peer can cause (h2's and hyper's) are rate-limited per call site.
+    let filter = env_filter.and(server::LogRateLimit::default());
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
+        LogFormat::Text => {
+            let logs = logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+            tracing_subscriber::registry().with(logs.with_filter(filter)).init();
+        }
+        LogFormat::Json => {
+            let logs = logs.json().flatten_event(true).with_current_span(false);
+            tracing_subscriber::registry().with(logs.with_filter(filter)).init();
+        }
     }
 }
 
@@ -161,6 +223,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         )),
         None => None,
     };
+    // A flag whose 0 means none.
+    let zero_is_none = |s: f64, flag: &str| seconds(s, flag).map(|d| (!d.is_zero()).then_some(d));
     let config = ServerConfig {
         max_message_bytes: args.max_message_bytes,
         shutdown_grace: seconds(args.shutdown_timeout, "shutdown-timeout")?,
@@ -169,6 +233,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         solver: SolverConfig {
             inline_work: args.inline_work,
             stream_in_flight_bytes: args.stream_in_flight_bytes,
+            stream_idle_timeout: zero_is_none(args.stream_idle_timeout, "stream-idle-timeout")?,
             ..SolverConfig::default()
         },
         iv_table: Arc::new(StoneGameIvTable::new(args.iv_max_n)),
@@ -181,7 +246,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         metrics_listener: metrics_listener.clone(),
         max_connection_age: optional(args.max_connection_age, "max-connection-age")?,
         max_connection_age_grace: optional(args.max_connection_age_grace, "max-connection-age-grace")?,
+        max_connections: args.max_connections,
+        handshake_timeout: seconds(args.handshake_timeout, "handshake-timeout")?,
+        connection_idle_timeout: zero_is_none(args.connection_idle_timeout, "connection-idle-timeout")?,
+        max_calls: args.max_calls,
+        max_calls_per_connection: args.max_calls_per_connection,
+        max_request_bytes_in_flight: args.max_request_bytes_in_flight,
     };
+    match server::raise_open_file_limit() {
+        Ok(limit) => tracing::info!(limit, "open-file limit"),
+        Err(err) => tracing::warn!(%err, "cannot raise the open-file limit"),
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

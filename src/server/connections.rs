@@ -1,9 +1,8 @@
-//! The connections tonic serves: accepted here, TLS-terminated when configured, and
-//! closed by force once they outlive `max_connection_age + max_connection_age_grace`.
-//!
-//! STAND-IN: [`incoming`] is a minimal accept loop until the hardened one (connection
-//! cap, accept-error backoff, handshake and idle deadlines; issue 10's
-//! `src/server/incoming.rs`) lands; swap the loop, keep [`Connection`] and the TLS step.
+//! The byte stream of a connection: TLS-terminated when configured, counted in the
+//! metrics, and closed by force once it outlives `max_connection_age +
+//! max_connection_age_grace`. [`Accept`] makes it from an accepted socket, as the
+//! accept loop's handshake (`incoming.rs`, which bounds its time and adds the
+//! connection's idle and shutdown rules on top).
 //!
 //! The forced close lives here because tonic 0.14.9 does not send the GOAWAY at
 //! `max_connection_age` when a grace is also set (it sleeps age + grace, then drops the
@@ -12,32 +11,22 @@
 
 use std::future::Future as _;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpStream;
 use tokio::time::Sleep;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
+use super::incoming::Handshake;
 use super::metrics::{ConnectionGuard, Metrics};
 use super::tls::ReloadableTls;
-
-/// How long a client gets to complete its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Connections accepted but not yet taken by tonic.
-const BACKLOG: usize = 64;
 
 /// One accepted connection, plaintext or TLS.
 pub(crate) struct Connection {
     io: Io,
-    info: TcpConnectInfo,
     /// When it fires the connection fails its next read or write, and hyper drops it.
     forced_close: Option<Pin<Box<Sleep>>>,
     _open: ConnectionGuard,
@@ -59,14 +48,6 @@ impl Connection {
             )),
             Poll::Pending => Ok(()),
         }
-    }
-}
-
-impl Connected for Connection {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.info.clone()
     }
 }
 
@@ -127,9 +108,9 @@ impl AsyncWrite for Connection {
     }
 }
 
-/// What the accept loop needs besides the listener.
+/// Makes a [`Connection`] from each accepted socket.
 #[derive(Debug, Clone)]
-pub(crate) struct AcceptConfig {
+pub(crate) struct Accept {
     /// TLS-terminate every connection with this acceptor.
     pub(crate) tls: Option<Arc<ReloadableTls>>,
     /// Drop a connection this long after it was accepted.
@@ -138,61 +119,41 @@ pub(crate) struct AcceptConfig {
     pub(crate) metrics: Metrics,
 }
 
-/// Accepts on `listener` until the returned stream is dropped (tonic drops it when
-/// shutdown begins, which closes the listening socket). Handshakes run concurrently,
-/// so a slow client never holds up the next accept.
-pub(crate) fn incoming(
-    listener: TcpListener,
-    config: AcceptConfig,
-) -> ReceiverStream<io::Result<Connection>> {
-    let (sender, receiver) = mpsc::channel(BACKLOG);
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                () = sender.closed() => return,
-            };
-            let (tcp, remote) = match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of descriptors, most likely: give the process a moment.
-                    tracing::warn!("accept failed: {err}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let (sender, config) = (sender.clone(), config.clone());
-            tokio::spawn(async move {
-                if let Some(connection) = establish(tcp, remote, &config).await {
-                    let _ = sender.send(Ok(connection)).await;
-                }
-            });
-        }
-    });
-    ReceiverStream::new(receiver)
+impl Handshake for Accept {
+    type Io = Connection;
+
+    /// Runs the TLS handshake, if any; the accept loop bounds its time.
+    async fn handshake(&self, tcp: TcpStream) -> io::Result<Connection> {
+        let forced_close = self.forced_close_after.map(|after| Box::pin(tokio::time::sleep(after)));
+        let io = match &self.tls {
+            None => Io::Plain(tcp),
+            Some(tls) => {
+                // Dropped before it ends (the accept loop's deadline), it counts as failed.
+                let mut failed = HandshakeFailure { metrics: Some(&self.metrics) };
+                let stream = tls.accept(tcp).await?;
+                failed.disarm();
+                Io::Tls(Box::new(stream))
+            }
+        };
+        Ok(Connection { io, forced_close, _open: self.metrics.connection_opened() })
+    }
 }
 
-/// Sets the socket up and runs the TLS handshake; `None` when the handshake fails.
-async fn establish(tcp: TcpStream, remote: SocketAddr, config: &AcceptConfig) -> Option<Connection> {
-    let info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(remote) };
-    // Small responses go out at once, as tonic's own TcpIncoming is told to.
-    let _ = tcp.set_nodelay(true);
-    let forced_close = config.forced_close_after.map(|after| Box::pin(tokio::time::sleep(after)));
-    let io = match &config.tls {
-        None => Io::Plain(tcp),
-        Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
-            Ok(Ok(stream)) => Io::Tls(Box::new(stream)),
-            Ok(Err(err)) => {
-                tracing::debug!(%remote, "TLS handshake failed: {err}");
-                config.metrics.tls_handshake_failed();
-                return None;
-            }
-            Err(_) => {
-                tracing::debug!(%remote, "TLS handshake timed out after {HANDSHAKE_TIMEOUT:?}");
-                config.metrics.tls_handshake_failed();
-                return None;
-            }
-        },
-    };
-    Some(Connection { io, info, forced_close, _open: config.metrics.connection_opened() })
+/// Counts a failed TLS handshake when dropped armed: on an error or on the deadline.
+struct HandshakeFailure<'a> {
+    metrics: Option<&'a Metrics>,
+}
+
+impl HandshakeFailure<'_> {
+    fn disarm(&mut self) {
+        self.metrics = None;
+    }
+}
+
+impl Drop for HandshakeFailure<'_> {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.metrics {
+            metrics.tls_handshake_failed();
+        }
+    }
 }

@@ -22,10 +22,14 @@ use crate::service::{GameSolverService, Solver, SolverConfig};
 
 mod connections;
 mod grpc_codes;
+mod incoming;
 mod iv_table;
+mod limits;
 pub mod metrics;
 pub mod tls;
 
+pub use incoming::raise_open_file_limit;
+pub use limits::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
 
@@ -79,6 +83,23 @@ pub struct ServerConfig {
     /// grpc-go clients (ghz among them) offer gzip on every call, and compressing small
     /// solutions cost a third of the unary throughput (21.0k → 13.6k calls/s).
     pub compress_responses: bool,
+    /// Connections open or handshaking at once; beyond it the kernel's backlog holds new
+    /// ones until a slot frees.
+    pub max_connections: usize,
+    /// A new connection must finish its TLS handshake (if any) and send the HTTP/2
+    /// preface within this long, or it is closed.
+    pub handshake_timeout: Duration,
+    /// A connection with no call in flight for this long is closed (gRPC's
+    /// `MAX_CONNECTION_IDLE`); `None` keeps it open.
+    pub connection_idle_timeout: Option<Duration>,
+    /// Calls in flight on the whole server (health checks aside); beyond it a call is
+    /// refused with `RESOURCE_EXHAUSTED`.
+    pub max_calls: usize,
+    /// Calls in flight on one connection (health checks aside); beyond it a call is
+    /// refused with `RESOURCE_EXHAUSTED`.
+    pub max_calls_per_connection: usize,
+    /// Bytes of request messages (inflated) that all calls together may hold.
+    pub max_request_bytes_in_flight: usize,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +120,12 @@ impl Default for ServerConfig {
             http2_stream_window: None,
             http2_connection_window: None,
             compress_responses: false,
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            connection_idle_timeout: Some(Duration::from_secs(300)),
+            max_calls: 4096,
+            max_calls_per_connection: 1024,
+            max_request_bytes_in_flight: 256 * 1024 * 1024,
         }
     }
 }
@@ -179,6 +206,7 @@ pub async fn serve(
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
 
+    let calls = Arc::new(limits::CallCount::default());
     let stopping = CancellationToken::new();
     if let Some(listener) = metrics_listener {
         tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), stopping.clone()));
@@ -186,9 +214,13 @@ pub async fn serve(
     iv_table.precompute_in_background(config.iv_precompute);
     let trigger = stopping.clone();
     let reporter = health.clone();
+    let in_flight = Arc::clone(&calls);
     tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: no new connections; draining in-flight calls");
+        tracing::info!(
+            calls_in_flight = in_flight.get(),
+            "shutting down: no new connections; closing idle ones; draining in-flight calls"
+        );
         reporter.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
         reporter.set_service_status("", ServingStatus::NotServing).await;
         trigger.cancel();
@@ -203,9 +235,20 @@ pub async fn serve(
     if let Some(age) = config.max_connection_age {
         builder = builder.max_connection_age(age);
     }
-    // Outermost first: the metrics see the codes as rewritten by GrpcCodesLayer.
+    // Outermost first: the metrics see the limits' refusals and the codes as rewritten by
+    // GrpcCodesLayer.
     let router = builder
         .layer(metrics::CallMetricsLayer { metrics: metrics.clone() })
+        .layer(limits::CallLimitsLayer::new(
+            limits::CallLimits {
+                max_calls: config.max_calls,
+                max_calls_per_connection: config.max_calls_per_connection,
+                max_request_bytes_in_flight: config.max_request_bytes_in_flight,
+                max_message_bytes: config.max_message_bytes,
+                stream_idle_timeout: config.solver.stream_idle_timeout,
+            },
+            Arc::clone(&calls),
+        ))
         .layer(grpc_codes::GrpcCodesLayer { request_timeout: config.request_timeout })
         .add_service(health_service)
         .add_service(reflection_v1)
@@ -218,17 +261,25 @@ pub async fn serve(
         tls = config.tls.is_some(),
         "serving"
     );
-    let accept = connections::AcceptConfig { tls: config.tls.clone(), forced_close_after, metrics };
-    let server = router.serve_with_incoming_shutdown(
-        connections::incoming(listener, accept),
-        stopping.clone().cancelled_owned(),
-    );
+    let connection_limits = incoming::ConnectionLimits {
+        max_connections: config.max_connections,
+        handshake_timeout: config.handshake_timeout,
+        idle_timeout: config.connection_idle_timeout,
+    };
+    let accept = connections::Accept { tls: config.tls.clone(), forced_close_after, metrics };
+    let incoming = incoming::Incoming::new(listener, connection_limits, stopping.clone(), accept);
+    let server = router.serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
 
+    // The server future ends once every connection has closed, which each does as soon
+    // as it has no call in flight; the grace only bounds calls that do not finish.
     let grace = config.shutdown_grace;
     tokio::select! {
         result = server => result?,
         () = async { stopping.cancelled().await; tokio::time::sleep(grace).await } => {
-            tracing::warn!(?grace, "shutdown grace period over; dropping the calls still in flight");
+            match calls.get() {
+                0 => tracing::info!(?grace, "shutdown grace period over; closing connections that did not drain"),
+                dropped => tracing::warn!(?grace, dropped, "shutdown grace period over; dropping the calls still in flight"),
+            }
         }
     }
     iv_table.save().await;

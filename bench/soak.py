@@ -1,0 +1,526 @@
+"""Soak test of gamesolver-server's bounds; run by bench/soak.sh (which builds the server
+and the venv). Replays the hostile probes of the hardening issue against a release server
+on loopback, then a mixed load with clients killed at random, checking every answer and
+the server's RSS. Exits 1 when a bound is exceeded or an answer is wrong."""
+
+import os
+import random
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import zlib
+
+import grpc
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+
+SERVER = sys.argv[1]
+WORK = sys.argv[2]
+FLAGS = ["--handshake-timeout", "2", "--connection-idle-timeout", "5", "--stream-idle-timeout", "3",
+         "--iv-precompute", "100000"]
+SERVICE = "/gamesolver.v1.GameSolverService/"
+MIB = 1 << 20
+failures = []
+
+
+def check(ok, what):
+    print(("  ok    " if ok else "  FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+# --- protobuf and gRPC framing, by hand: the probes need raw bytes anyway ---------------
+
+def varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(tag, payload):
+    return varint(tag << 3 | 2) + varint(len(payload)) + payload
+
+
+def sum_problem(pid, num):
+    return field(1, pid.encode()) + field(2, field(1, num.encode()))
+
+
+def iv_problem(pid, n):
+    return field(1, pid.encode()) + field(4, varint(1 << 3) + varint(n))
+
+
+def grpc_frame(message, compressed=False):
+    return bytes([1 if compressed else 0]) + len(message).to_bytes(4, "big") + message
+
+
+def solve_request_prefix(pid, num_len):
+    """SolveRequest{problem{id, sum_game{num}}} up to the num's bytes."""
+    sum_game_len = 1 + len(varint(num_len)) + num_len
+    problem = field(1, pid.encode()) + varint(2 << 3 | 2) + varint(sum_game_len) + varint(1 << 3 | 2) + varint(num_len)
+    problem_len = len(problem) + num_len
+    return varint(1 << 3 | 2) + varint(problem_len) + problem
+
+
+def gzip_of_ones(pid, num_len, path):
+    """A gzip'd SolveRequest whose Sum Game is num_len '1's, built in chunks, cached."""
+    if os.path.exists(path):
+        return open(path, "rb").read()
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [z.compress(solve_request_prefix(pid, num_len))]
+    chunk = b"1" * MIB
+    left = num_len
+    while left:
+        take = min(left, len(chunk))
+        parts.append(z.compress(chunk[:take]))
+        left -= take
+    parts.append(z.flush())
+    data = b"".join(parts)
+    open(path, "wb").write(data)
+    return data
+
+
+# --- the server under test --------------------------------------------------------------
+
+class Server:
+    def __init__(self, extra=(), preexec=None):
+        self.log_path = os.path.join(WORK, f"server-{time.time_ns()}.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", *FLAGS, *extra],
+                                     stdout=subprocess.PIPE, stderr=self.log, preexec_fn=preexec)
+        line = self.proc.stdout.readline().decode()
+        self.addr = line.strip().removeprefix("listening on ")
+        host, port = self.addr.rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        time.sleep(0.5)
+        self.peak = self.rss()
+
+    def rss(self):
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            return int(re.search(r"VmRSS:\s+(\d+)", status.read()).group(1)) * 1024
+
+    def hwm(self):
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            return int(re.search(r"VmHWM:\s+(\d+)", status.read()).group(1)) * 1024
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def log_text(self):
+        self.log.flush()
+        return open(self.log_path, "rb").read().decode(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def health(server, timeout=20.0):
+    """A bystander's health check: seconds it took, or None when it failed."""
+    start = time.monotonic()
+    try:
+        with grpc.insecure_channel(server.addr) as channel:
+            check_call = channel.unary_unary("/grpc.health.v1.Health/Check")
+            check_call(b"", timeout=timeout)
+        return time.monotonic() - start
+    except grpc.RpcError:
+        return None
+
+
+def wait_closed(sockets, seconds):
+    """How many of `sockets` the server closed within `seconds`."""
+    deadline = time.monotonic() + seconds
+    closed = set()
+    while time.monotonic() < deadline and len(closed) < len(sockets):
+        for i, s in enumerate(sockets):
+            if i in closed:
+                continue
+            try:
+                s.setblocking(False)
+                if s.recv(65536) == b"":
+                    closed.add(i)
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed.add(i)
+        time.sleep(0.05)
+    return len(closed)
+
+
+class H2:
+    """A raw HTTP/2 connection for probes that grpcio cannot make."""
+
+    def __init__(self, server):
+        self.sock = socket.create_connection((server.host, server.port))
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.flush()
+        self.responses = {}
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def open_call(self, method, compressed=False):
+        sid = self.conn.get_next_available_stream_id()
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", SERVICE + method), (":authority", "x"),
+                   ("content-type", "application/grpc"), ("te", "trailers")]
+        if compressed:
+            headers.append(("grpc-encoding", "gzip"))
+        self.conn.send_headers(sid, headers)
+        return sid
+
+    def send(self, sid, data, end=True):
+        view = memoryview(data)
+        while view:
+            window = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
+            if window <= 0:
+                self.pump(1.0)
+                continue
+            self.conn.send_data(sid, view[:window].tobytes())
+            view = view[window:]
+            self.flush()
+        if end:
+            self.conn.end_stream(sid)
+        self.flush()
+
+    def pump(self, seconds):
+        """Reads events for up to `seconds`; False once the server closed."""
+        self.sock.settimeout(seconds)
+        try:
+            data = self.sock.recv(1 << 20)
+        except socket.timeout:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        try:
+            return self.receive(data)
+        except OSError:
+            return False
+
+    def receive(self, data):
+        for event in self.conn.receive_data(data):
+            if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                headers = {k: urllib.parse.unquote(v) for k, v in event.headers}
+                self.responses.setdefault(event.stream_id, {}).update(headers)
+            elif isinstance(event, h2.events.DataReceived):
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                self.responses.setdefault(event.stream_id, {})["data"] = True
+            elif isinstance(event, h2.events.StreamReset):
+                self.responses.setdefault(event.stream_id, {})["reset"] = event.error_code
+        self.flush()
+        return True
+
+    def wait_statuses(self, sids, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if all("grpc-status" in self.responses.get(s, {}) or "reset" in self.responses.get(s, {}) for s in sids):
+                break
+            if not self.pump(0.2):
+                break
+        return {s: self.responses.get(s, {}) for s in sids}
+
+
+def report(name, server, before):
+    after = server.rss()
+    print(f"  rss   {name}: before {before / MIB:.0f} MB, peak {server.hwm() / MIB:.0f} MB, after {after / MIB:.0f} MB",
+          flush=True)
+    return after
+
+
+# --- the probes -----------------------------------------------------------------------
+
+def probe_idle_connections(server):
+    print("5,000 TCP connections that never send the HTTP/2 preface", flush=True)
+    before = server.rss()
+    # The server holds 4,096 (--max-connections) and the kernel's backlog the rest.
+    sockets = [socket.create_connection((server.host, server.port), timeout=10) for _ in range(5000)]
+    took = health(server)
+    check(took is not None, f"a bystander's health check is answered ({took and round(took, 2)} s)")
+    closed = wait_closed(sockets, 20)
+    check(closed == len(sockets), f"the server closed {closed} of {len(sockets)} after the handshake timeout")
+    for s in sockets:
+        s.close()
+    time.sleep(2)
+    report("idle connections", server, before)
+
+
+def probe_ping_only(server):
+    print("200 connections that only answer PINGs", flush=True)
+    conns = [H2(server) for _ in range(200)]
+    deadline = time.monotonic() + 20
+    alive = set(range(len(conns)))
+    while alive and time.monotonic() < deadline:
+        for i in list(alive):
+            try:
+                conns[i].conn.ping(b"12345678")
+                conns[i].flush()
+                if not conns[i].pump(0.001):
+                    alive.discard(i)
+            except (OSError, h2.exceptions.ProtocolError):
+                alive.discard(i)  # closed, or a GOAWAY received
+        time.sleep(0.3)
+    check(not alive, f"all closed by the idle-connection timeout ({len(alive)} still open)")
+    for c in conns:
+        c.sock.close()
+
+
+def probe_silent_streams(server):
+    print("10 connections x 1,100 SolveStream calls opened, no data sent", flush=True)
+    before = server.rss()
+    # Each connection is opened just before its calls, or the idle timeout would close it.
+    conns, opened, refused_by_h2 = [], [], 0
+    for _ in range(10):
+        c = H2(server)
+        conns.append(c)
+        c.pump(0.2)
+        sids = []
+        for _ in range(1100):
+            try:
+                sids.append(c.open_call("SolveStream"))
+            except h2.exceptions.TooManyStreamsError:
+                refused_by_h2 += 1
+        c.flush()
+        opened.append(sids)
+    results = [c.wait_statuses(sids, 20) for c, sids in zip(conns, opened)]
+    codes = {}
+    for result in results:
+        for r in result.values():
+            key = (r.get("grpc-status"), r.get("grpc-message", "")[:40]) if "grpc-status" in r else ("reset", str(r.get("reset")))
+            codes[key] = codes.get(key, 0) + 1
+    for key, count in sorted(codes.items(), key=str):
+        print(f"        {count:6} x {key}")
+    total = sum(len(s) for s in opened)
+    ended = sum(codes.values())
+    idle = sum(n for (code, _), n in codes.items() if code == "4")
+    shed = sum(n for (code, msg), n in codes.items() if code == "8" and msg.startswith("server overloaded"))
+    check(ended == total, f"every one of the {total} calls opened has ended ({ended}); {refused_by_h2} held back by MAX_CONCURRENT_STREAMS")
+    # HTTP/2 itself refuses a stream opened while the server still counts 1,024 (REFUSED_STREAM).
+    refused = sum(n for (code, reason), n in codes.items() if code == "reset" and reason in ("7", "ErrorCodes.REFUSED_STREAM"))
+    check(idle + shed + refused == total,
+          f"{idle} ended DEADLINE_EXCEEDED (stream idle), {shed} refused RESOURCE_EXHAUSTED (max calls), "
+          f"{refused} REFUSED_STREAM")
+    for c in conns:
+        c.sock.close()
+    report("silent streams", server, before)
+
+
+def probe_fd_exhaustion():
+    print("file descriptors exhausted: server under a hard limit of 256, 300 connections", flush=True)
+    server = Server(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    try:
+        sockets = [socket.create_connection((server.host, server.port)) for _ in range(300)]
+        cpu = server.cpu_seconds()
+        time.sleep(3)
+        used = server.cpu_seconds() - cpu
+        check(used < 0.5, f"the accept loop backs off: {used:.2f} s of CPU in 3 s")
+        lines = server.log_text().count("accept failed")
+        check(1 <= lines <= 5, f"accept errors logged, rate-limited: {lines} lines")
+        for s in sockets:
+            s.close()
+        took = health(server)
+        check(took is not None, "served again once descriptors free up")
+    finally:
+        server.stop()
+
+
+def probe_gzip_bomb(server):
+    print("1 MB gzip request that inflates to 1 GiB", flush=True)
+    before = server.rss()
+    bomb = gzip_of_ones("bomb", 1 << 30, os.path.join(WORK, "bomb-1g.gz"))
+    print(f"        compressed size {len(bomb) / MIB:.2f} MB", flush=True)
+    c = H2(server)
+    sid = c.open_call("Solve", compressed=True)
+    c.send(sid, grpc_frame(bomb, compressed=True))
+    r = c.wait_statuses([sid], 30)[sid]
+    check(r.get("grpc-status") == "8" and "inflates to more than the limit" in r.get("grpc-message", ""),
+          f"refused RESOURCE_EXHAUSTED: {r.get('grpc-message')}")
+    c.sock.close()
+    time.sleep(3)
+    after = report("gzip bomb", server, before)
+    check(server.hwm() - before < 256 * MIB, "peak stays within the request-byte budget (256 MiB)")
+    check(after - before < 32 * MIB, "memory comes back after the bomb")
+
+
+def probe_parallel_inflation(server):
+    print("48 gzip requests of ~58 KB that each inflate to 60 MB, in parallel", flush=True)
+    before = server.rss()
+    body = gzip_of_ones("big", 60_000_000, os.path.join(WORK, "ones-60m.gz"))
+    print(f"        compressed size {len(body) / 1024:.0f} KB", flush=True)
+    results = []
+
+    def call():
+        c = H2(server)
+        sid = c.open_call("Solve", compressed=True)
+        c.send(sid, grpc_frame(body, compressed=True))
+        results.append(c.wait_statuses([sid], 60)[sid])
+        c.sock.close()
+
+    callers = [threading.Thread(target=call) for _ in range(48)]
+    for t in callers:
+        t.start()
+    time.sleep(0.2)
+    bystander = [health(server)]
+    for t in callers:
+        t.join()
+    ok = sum(1 for r in results if r.get("grpc-status") == "0" and r.get("data"))
+    shed = sum(1 for r in results if r.get("grpc-status") == "8" and "retry later" in r.get("grpc-message", ""))
+    check(ok + shed == 48, f"{ok} answered, {shed} refused RESOURCE_EXHAUSTED (budget in use); nothing else")
+    check(bystander[0] is not None, f"a bystander's health check took {bystander[0] and round(bystander[0], 3)} s")
+    time.sleep(3)
+    report("parallel inflation", server, before)
+    check(server.hwm() - before < 400 * MIB, "peak stays near the request-byte budget")
+
+
+def probe_rapid_reset(server):
+    print("rapid reset: streams opened and reset at once, 10 s", flush=True)
+    lines = server.log_text().count("\n")
+    deadline = time.monotonic() + 10
+    attacks = 0
+    while time.monotonic() < deadline:
+        try:
+            c = H2(server)
+            for _ in range(2000):
+                sid = c.open_call("Solve")
+                c.conn.reset_stream(sid)
+            c.flush()
+            c.pump(0.05)
+            c.sock.close()
+            attacks += 1
+        except (OSError, h2.exceptions.ProtocolError):
+            attacks += 1
+    logged = server.log_text().count("\n") - lines
+    check(logged <= 30, f"{attacks} attacking connections wrote {logged} log lines")
+    check(health(server) is not None, "still served")
+
+
+def mixed_load(server, seconds=30):
+    print(f"mixed load: unary calls and streams for {seconds} s, clients killed at random", flush=True)
+    before = server.rss()
+    problems = [sum_problem(str(i), "".join(random.choice("0123456789?") for _ in range(2 * random.randint(1, 2000))))
+                if i % 2 else iv_problem(str(i), random.randint(1, 100000)) for i in range(200)]
+    with grpc.insecure_channel(server.addr) as channel:
+        solve = channel.unary_unary(SERVICE + "Solve")
+        expected = {i: solve(field(1, p), timeout=30) for i, p in enumerate(problems)}
+    wrong, answered, cancelled, errors = [], [0], [0], []
+    stop = time.monotonic() + seconds
+
+    def unary_worker():
+        with grpc.insecure_channel(server.addr) as channel:
+            solve = channel.unary_unary(SERVICE + "Solve")
+            while time.monotonic() < stop:
+                i = random.randrange(len(problems))
+                future = solve.future(field(1, problems[i]), timeout=30)
+                if random.random() < 0.05:
+                    future.cancel()
+                    cancelled[0] += 1
+                    continue
+                try:
+                    if future.result() != expected[i]:
+                        wrong.append(i)
+                    answered[0] += 1
+                except grpc.RpcError as err:
+                    if err.code() != grpc.StatusCode.CANCELLED:
+                        errors.append(err.code())
+
+    def stream_worker():
+        while time.monotonic() < stop:
+            with grpc.insecure_channel(server.addr) as channel:
+                stream = channel.stream_stream(SERVICE + "SolveStream")
+                order = [random.randrange(len(problems)) for _ in range(random.randint(1, 300))]
+                kill_after = random.randrange(len(order)) if random.random() < 0.2 else None
+                call = stream(iter([field(1, problems[i]) for i in order]), timeout=60)
+                try:
+                    for n, answer in enumerate(call):
+                        if n == kill_after:
+                            call.cancel()
+                            cancelled[0] += 1
+                            break
+                        # A stream answer has the same shape as Solve's response.
+                        if answer != expected[order[n]]:
+                            wrong.append(order[n])
+                        answered[0] += 1
+                except grpc.RpcError as err:
+                    if err.code() != grpc.StatusCode.CANCELLED:
+                        errors.append(err.code())
+
+    threads = [threading.Thread(target=unary_worker) for _ in range(8)]
+    threads += [threading.Thread(target=stream_worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not wrong, f"{answered[0]} answers, {len(wrong)} wrong, {cancelled[0]} calls killed")
+    check(not errors, f"no unexpected status ({errors[:5]})")
+    time.sleep(3)
+    report("mixed load", server, before)
+
+
+def probe_sigterm():
+    print("SIGTERM with an idle peer (--shutdown-timeout 30)", flush=True)
+    server = Server()
+    silent = socket.create_connection((server.host, server.port))
+    idle = H2(server)
+    idle.pump(0.2)
+    start = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    code = server.proc.wait(40)
+    took = time.monotonic() - start
+    check(code == 0 and took < 5, f"exit {code} after {took:.2f} s")
+    check("dropping the calls still in flight" not in server.log_text(), "no call reported dropped")
+    silent.close()
+    idle.sock.close()
+    server.stop()
+
+
+def main():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    server = Server()
+    idle_rss = server.rss()
+    print(f"server idle RSS {idle_rss / MIB:.0f} MB", flush=True)
+    try:
+        probe_idle_connections(server)
+        probe_ping_only(server)
+        probe_silent_streams(server)
+        probe_gzip_bomb(server)
+        probe_parallel_inflation(server)
+        probe_rapid_reset(server)
+        mixed_load(server)
+        time.sleep(2)
+        print(f"server RSS: idle {idle_rss / MIB:.0f} MB, peak {server.hwm() / MIB:.0f} MB, "
+              f"after all probes {server.rss() / MIB:.0f} MB", flush=True)
+        check(server.rss() - idle_rss < 64 * MIB, "memory returns near its idle size")
+        check(server.proc.poll() is None, "the server is still running")
+    finally:
+        server.stop()
+    probe_fd_exhaustion()
+    probe_sigterm()
+    if failures:
+        print(f"{len(failures)} check(s) failed", flush=True)
+        sys.exit(1)
+    print("all checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+//! The server's bounds against hostile or careless clients: each refuses with the code and
+//! message the README promises, and another client is served meanwhile.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::{solve, TestServer};
+use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::server::ServerConfig;
+use gamesolver::service::SolverConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+/// The bytes every HTTP/2 client sends first.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame.
+const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+/// A PING frame with an 8-byte payload.
+const PING: &[u8] = &[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+
+/// Upper bound on any wait for the server to act; only reached when a bound is broken.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn sum(id: &str, num: &str) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(G::SumGame(pb::SumGame { num: num.into() })) }
+}
+
+fn stream_request(problem: pb::Problem) -> pb::SolveStreamRequest {
+    pb::SolveStreamRequest { problem: Some(problem), winner_only: false }
+}
+
+/// Checks that `server` answers a new client.
+async fn served(server: &TestServer) {
+    let mut client = server.client().await;
+    let answer = solve(&mut client, sum("bystander", "25??")).await.unwrap();
+    assert_eq!(answer.id, "bystander");
+}
+
+/// Reads from `socket` until the server closes it (end-of-file or reset), within `PATIENCE`.
+async fn closed_by_server(socket: &mut TcpStream) {
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the server kept the connection open");
+}
+
+/// Opens a `SolveStream` call and has one answer back, so the call is surely in flight.
+async fn open_stream(
+    client: &mut common::Client,
+) -> (mpsc::Sender<pb::SolveStreamRequest>, tonic::Streaming<pb::SolveStreamResponse>) {
+    let (send, requests) = mpsc::channel(4);
+    let mut answers = client.solve_stream(ReceiverStream::new(requests)).await.unwrap().into_inner();
+    send.send(stream_request(sum("first", "11"))).await.unwrap();
+    assert!(answers.message().await.unwrap().is_some());
+    (send, answers)
+}
+
+#[tokio::test]
+async fn beyond_the_connection_cap_a_connection_waits_until_a_slot_frees() {
+    let config = ServerConfig { max_connections: 2, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    assert!(solve(&mut client, sum("a", "11")).await.is_ok());
+    let silent = TcpStream::connect(server.addr).await.unwrap();
+    // The cap is reached: the third connection's preface is not read.
+    let mut third = TcpStream::connect(server.addr).await.unwrap();
+    third.write_all(PREFACE).await.unwrap();
+    third.write_all(SETTINGS).await.unwrap();
+    // The connection already open is served meanwhile.
+    assert!(solve(&mut client, sum("b", "11")).await.is_ok());
+    let mut buf = [0u8; 64];
+    assert!(matches!(third.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+    // A slot frees: the third gets the server's SETTINGS.
+    drop(silent);
+    let read = tokio::time::timeout(PATIENCE, third.read(&mut buf)).await.expect("served once a slot freed");
+    assert!(read.unwrap() >= 9);
+    assert_eq!(buf[3], 4, "a SETTINGS frame");
+}
+
+#[tokio::test]
+async fn a_connection_without_a_preface_is_closed_after_the_handshake_timeout() {
+    let config = ServerConfig { handshake_timeout: Duration::from_millis(200), ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    let mut garbage = TcpStream::connect(server.addr).await.unwrap();
+    garbage.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    served(&server).await;
+    closed_by_server(&mut silent).await;
+    closed_by_server(&mut garbage).await;
+    served(&server).await;
+}
+
+#[tokio::test]
+async fn a_connection_that_only_answers_pings_is_closed_when_idle() {
+    let config =
+        ServerConfig { connection_idle_timeout: Some(Duration::from_millis(300)), ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    let mut pinger = TcpStream::connect(server.addr).await.unwrap();
+    pinger.write_all(PREFACE).await.unwrap();
+    pinger.write_all(SETTINGS).await.unwrap();
+    let pings = async {
+        for _ in 0..400 {
+            if pinger.write_all(PING).await.is_err() {
+                return;
+            }
+            let mut buf = [0u8; 4096];
+            match tokio::time::timeout(Duration::from_millis(50), pinger.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return,
+                Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(_) => {}
+            }
+        }
+        panic!("the server kept a PING-only connection open");
+    };
+    tokio::time::timeout(PATIENCE, pings).await.expect("closed within the patience");
+    // The client's own idle connection was closed too; its channel reconnects.
+    let after = solve(&mut client, sum("after", "11")).await;
+    assert!(after.is_ok(), "{after:?}");
+}
+
+#[tokio::test]
+async fn beyond_max_calls_a_call_is_refused_at_once_but_health_is_answered() {
+    let config = ServerConfig { max_calls: 2, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut first = server.client().await;
+    let mut second = server.client().await;
+    let held = [open_stream(&mut first).await, open_stream(&mut second).await];
+    let mut third = server.client().await;
+    let status = solve(&mut third, sum("x", "11")).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(status.message(), "server overloaded: 2 calls in flight, its limit; retry later");
+    let mut health = HealthClient::new(server.channel().await);
+    let serving = health.check(HealthCheckRequest { service: String::new() }).await.unwrap();
+    assert_eq!(serving.into_inner().status, 1, "SERVING");
+    // The calls in flight are still served, and a slot frees when one ends.
+    let [(send, mut answers), other] = held;
+    send.send(stream_request(sum("second", "11"))).await.unwrap();
+    assert_eq!(answers.message().await.unwrap().unwrap().solution.unwrap().id, "second");
+    drop(send);
+    assert!(answers.message().await.unwrap().is_none());
+    assert!(solve(&mut third, sum("x", "11")).await.is_ok());
+    drop(other);
+}
+
+#[tokio::test]
+async fn beyond_max_calls_per_connection_a_call_is_refused_and_other_connections_are_served() {
+    let config = ServerConfig { max_calls_per_connection: 1, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    let _held = open_stream(&mut client).await;
+    let status = solve(&mut client, sum("x", "11")).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "too many calls in flight on this connection (limit 1); retry later or open another connection"
+    );
+    served(&server).await;
+}
+
+#[tokio::test]
+async fn a_stream_that_sends_nothing_ends_with_deadline_exceeded() {
+    let solver =
+        SolverConfig { stream_idle_timeout: Some(Duration::from_millis(200)), ..SolverConfig::default() };
+    let server = TestServer::start(ServerConfig { solver, ..ServerConfig::default() }).await;
+    let expected =
+        "stream idle: the client sent nothing for 200ms while the server had nothing left to answer";
+    let mut client = server.client().await;
+
+    // Silent after one answered request.
+    let (_send, mut answers) = open_stream(&mut client).await;
+    let status = tokio::time::timeout(PATIENCE, answers.message()).await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(status.message(), expected);
+
+    // Silent from the start.
+    let (_send, requests) = mpsc::channel::<pb::SolveBatchStreamRequest>(1);
+    let status = async {
+        let mut answers = client.solve_batch_stream(ReceiverStream::new(requests)).await?.into_inner();
+        answers.message().await
+    };
+    let status = tokio::time::timeout(PATIENCE, status).await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(status.message(), expected);
+    served(&server).await;
+}
+
+#[tokio::test]
+async fn a_compression_bomb_is_refused_and_the_budget_bounds_inflated_bytes() {
+    use tonic::codec::CompressionEncoding::Gzip;
+    // Inflates past the message limit (64 MiB): refused while inflating.
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = server.client().await.send_compressed(Gzip);
+    let bomb = sum("bomb", &"1".repeat(80 << 20));
+    let status = solve(&mut client, bomb).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(status.message(), "request message inflates to more than the limit of 67108864 bytes");
+    served(&server).await;
+
+    let config = ServerConfig { max_request_bytes_in_flight: 4 << 20, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await.send_compressed(Gzip);
+
+    // Inflates past the server-wide budget (4 MiB): refused too, with its own message.
+    let status = solve(&mut client, sum("big", &"1".repeat(8 << 20))).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "request message inflates past the server's budget of 4194304 bytes for requests in flight"
+    );
+    // The same message uncompressed waits for the whole budget and is answered.
+    let mut plain = server.client().await;
+    assert!(solve(&mut plain, sum("big", &"1".repeat(8 << 20))).await.is_ok());
+    assert!(solve(&mut client, sum("small", "25??")).await.is_ok());
+}
+
+/// What the library logged, from the first test that asked for it.
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    Arc::clone(LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&logs);
+        tracing_subscriber::fmt()
+            .with_env_filter("gamesolver=debug")
+            .with_ansi(false)
+            .with_writer(move || LogSink(Arc::clone(&sink)))
+            .init();
+        logs
+    }))
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_server_deadline_skips_the_work_it_has_not_started() {
+    let logs = captured_logs();
+    let solver = SolverConfig { inline_work: 0, ..SolverConfig::default() };
+    let config =
+        ServerConfig { request_timeout: Some(Duration::from_millis(100)), solver, ..ServerConfig::default() };
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+
+    // Every solver thread is busy, so the batch's job waits in the pool's queue.
+    let threads = rayon::current_num_threads();
+    let (busy, all_busy) = std::sync::mpsc::channel();
+    let release = Arc::new(std::sync::Barrier::new(threads + 1));
+    for _ in 0..threads {
+        let (busy, release) = (busy.clone(), Arc::clone(&release));
+        rayon::spawn(move || {
+            busy.send(()).unwrap();
+            release.wait();
+        });
+    }
+    for _ in 0..threads {
+        all_busy.recv_timeout(PATIENCE).unwrap();
+    }
+    let problems = (0..1000).map(|i| sum(&i.to_string(), "25??")).collect();
+    let status =
+        client.solve_batch(pb::SolveBatchRequest { problems, winner_only: false }).await.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    tokio::task::spawn_blocking(move || release.wait()).await.unwrap();
+
+    // The job then starts, sees its caller gone, and solves nothing.
+    let skipped = async {
+        loop {
+            if String::from_utf8_lossy(&logs.lock().unwrap())
+                .contains("pool job skipped: its caller has gone")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, skipped).await.expect("the skip is logged");
+    served(&server).await;
+}
+
+#[test]
+fn sigterm_with_only_idle_peers_exits_at_once_and_says_no_call_was_dropped() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--shutdown-timeout", "60", "--iv-precompute", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line)
+        .unwrap();
+    let addr = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // One peer that never sends its preface, one that made a call and is now idle.
+    let _silent = std::net::TcpStream::connect(&addr).unwrap();
+    let _client = runtime.block_on(async {
+        let mut client =
+            pb::game_solver_service_client::GameSolverServiceClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+        solve(&mut client, sum("a", "11")).await.unwrap();
+        client
+    });
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-s", "TERM", &pid]).status().unwrap().success());
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            panic!("the server waited on idle peers (its grace is 60 s)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("calls_in_flight=0"), "{log}");
+    assert!(!log.contains("dropping the calls still in flight"), "{log}");
+}
