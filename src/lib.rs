@@ -7,8 +7,9 @@
 //! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
-//! - [`server`]: `serve(listener, config, shutdown)`: health, reflection, limits, and
-//!   the status codes other gRPC stacks send (`server/grpc_codes.rs`).
+//! - [`server`]: `serve(listener, config, shutdown)`: the whole server: accept loop and
+//!   connection bounds, TLS, call limits, metrics, health, reflection, the status codes
+//!   other gRPC stacks send, and the Stone Game IV table's lifecycle.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
 #![warn(missing_docs)]
