@@ -127,6 +127,17 @@ async fn unanswered_batches_are_resent_after_broken_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_shedding_load_is_retried_not_given_up_on() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 3_000, 14);
+    // RESOURCE_EXHAUSTED is how the server sheds load ("retry later").
+    let url = serve(2, 2, Code::ResourceExhausted).await;
+    let summary = client::solve(config(dir.path(), vec![url])).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (3_000, 0));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_keeps_breaking_calls_shares_the_load_with_a_good_one() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 12);

@@ -111,12 +111,17 @@ async fn https_is_served_to_a_client_that_trusts_the_ca_and_refused_otherwise() 
     assert_eq!(code, Some(0), "{stderr}");
     assert_all_correct(&dir.join("in.jsonl"), &dir.join("out.jsonl"));
 
-    // The system's roots do not know this CA.
+    // The system's roots do not know this CA: fatal at once, not retried (a retry would
+    // end in "failed for ... without answering").
     let (code, stderr) = solve(dir, &url, &[]).await;
     assert_eq!(code, Some(2), "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
-    assert!(last.starts_with(&format!("gamesolver-client: server {url} failed for ")), "{stderr}");
+    assert!(
+        last.starts_with(&format!("gamesolver-client: server {url} failed its TLS handshake: ")),
+        "{stderr}"
+    );
     assert!(last.contains("invalid peer certificate: UnknownIssuer"), "{stderr}");
+    assert!(!stderr.contains("retrying"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

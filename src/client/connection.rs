@@ -66,6 +66,15 @@ pub enum ConnectionError {
         /// The server's message.
         message: String,
     },
+    /// The TLS handshake failed in a way that retrying cannot fix (an untrusted or
+    /// mismatched server certificate, or a client certificate the server refused).
+    #[error("server {url} failed its TLS handshake: {reason}")]
+    Certificate {
+        /// The server.
+        url: String,
+        /// What the TLS layer said.
+        reason: String,
+    },
     /// No answer came for the whole retry period.
     #[error("server {url} failed for {elapsed:.1?} without answering (last error: {last})")]
     Unreachable {
@@ -224,18 +233,42 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// Codes that say the call itself is wrong; resending the same batches cannot help.
+///
+/// `RESOURCE_EXHAUSTED` is not one of them: the server sheds load with it ("server
+/// overloaded ...; retry later": too many calls, or its request memory in use), which
+/// backing off fixes. A batch above the server's message limit gets it too and then
+/// fails until `--retry-for` runs out, with the server's message as the last error.
 fn is_permanent(code: Code) -> bool {
     matches!(
         code,
         Code::Unimplemented
             | Code::InvalidArgument
-            | Code::ResourceExhausted
             | Code::Unauthenticated
             | Code::PermissionDenied
             | Code::FailedPrecondition
             | Code::OutOfRange
             | Code::NotFound
     )
+}
+
+/// A TLS failure that no retry can fix: the server's certificate is not trusted or not
+/// for this name, or the server refused ours. rustls's error sits inside an `io::Error`
+/// somewhere in the chain, where `source()` does not reach (`get_ref` does).
+fn is_certificate_failure(err: &tonic::transport::Error) -> bool {
+    use tokio_rustls::rustls::Error as Tls;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(err) = cause {
+        let inner = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        let tls = err.downcast_ref::<Tls>().or_else(|| inner.and_then(|inner| inner.downcast_ref::<Tls>()));
+        if let Some(tls) = tls {
+            return matches!(
+                tls,
+                Tls::InvalidCertificate(_) | Tls::NoCertificatesPresented | Tls::AlertReceived(_)
+            );
+        }
+        cause = err.source();
+    }
+    false
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
@@ -268,6 +301,14 @@ pub async fn run(
                     url: server.url.clone(),
                     code: status.code(),
                     message: status.message().to_owned(),
+                });
+            }
+        }
+        if let Failure::Connect(err) = &failure {
+            if is_certificate_failure(err) {
+                return Err(ConnectionError::Certificate {
+                    url: server.url.clone(),
+                    reason: failure.describe(),
                 });
             }
         }
