@@ -11,19 +11,33 @@
 //! remembers that spot, so no search is needed per (block, k). The first load at each
 //! cursor is what the sieve waited on (half of its samples under `perf`): the list
 //! (7 MB at 10^9) is streamed once a block and is no longer cached when the next block
-//! comes back to it, so the cursors a few k's ahead are prefetched. The k's are split
-//! between two workers by parity (even/odd k mark nearly equal counts), each with its
-//! own marks and cursors, the odd ones on a scoped thread; the two are OR-ed and the
-//! segment is then finished in order, since a P-position found inside it marks later
-//! numbers of the same segment.
+//! comes back to it, so the cursors a few k's ahead are prefetched. The k's of a segment
+//! are cut into [`CHUNKS`] runs of consecutive k's, taken largest k first by whichever of
+//! two workers (the caller and a scoped thread) is free, each into its own marks; the
+//! segment is then finished in order, reading both marks, since a P-position found inside
+//! it marks later numbers of the same segment.
+//!
+//! Until issue 11's second round the k's were split by parity, each worker with its own
+//! cursors, and the two marks were OR-ed before the finish. Consecutive k's instead keep
+//! each worker on its own part of the list (the runs of nearby k's overlap for small k),
+//! balance the two on the fly (a worker preempted by another process no longer holds up
+//! the segment), and drop the OR pass; which of the three gains most was not separated.
+//! Trying sweeps over the whole segment for large k only (k ≥ 1,024 or ≥ 8,192, to
+//! save the per-(block, k) cursor work: ~41 stores a visit at 10^9) measured 4–13% more
+//! CPU at 3·10^8 (single runs, machine shared) than 2^15 blocks for every k, so every k keeps the L1 blocks.
 //!
 //! Measured side by side with the pre-issue-11 sieve (`stone_game_iv::baseline`) on
 //! the 2^25 numbers above 9.6·10^8 (a scratch loop over the saved 10^9 list), CPU time,
-//! medians of 5: this sieve 0.64×; with the prefetch, blocks of 2^15..2^18 alike
-//! (0.70–0.75×); without it, blocks of 2^15 0.83× and 2^16 1.24×. Bytes beat bits, as
-//! measured before issue 11 (bitsets 10% slower at 10^8). Whole runs, both sieves in one
-//! run: `cargo run --release --example iv_cold -- --baseline` (10^9, medians of 3:
-//! 0.63× CPU, 0.67× wall).
+//! medians of 5, for the parity split: 0.64×; with the prefetch, blocks of 2^15..2^18
+//! alike (0.70–0.75×); without it, blocks of 2^15 0.83× and 2^16 1.24×. Bytes beat bits,
+//! as measured before issue 11 (bitsets 10% slower at 10^8). Whole runs to 10^9, the
+//! baseline, the parity split and this sieve interleaved in one run, medians of 3, both
+//! cores free: wall 8.69 s, 8.19 s (0.94×), 6.96 s (0.80×; 0.85× the parity split); CPU
+//! 16.58 s, 15.53 s, 13.19 s. The baseline's time varies most from run to run (9 to 14 s
+//! wall in one `iv_cold --baseline` run), so its ratio does too: 0.52× and 0.81× wall in
+//! two such runs minutes apart; issue 11's goal of ≤ 0.6× is not reliably met.
+
+use std::sync::{Mutex, PoisonError};
 
 use super::gallop::first_at_least;
 
@@ -40,6 +54,10 @@ const BLOCK: u64 = 1 << 15;
 /// How many k's ahead a worker prefetches the list at their cursors (3 and 4 measure
 /// alike; 8 and 16 slightly worse).
 const PREFETCH_AHEAD: usize = 3;
+
+/// Chunks of consecutive k's a segment is cut into, taken in turn by whichever worker is
+/// free.
+const CHUNKS: usize = 16;
 
 /// P-positions marked per step: one check of the step's last p, then plain stores.
 const GROUP: usize = 8;
@@ -70,93 +88,68 @@ fn prefetch(losing: &[u32], at: usize) {
     let _ = (losing, at);
 }
 
-/// The k's of one parity: their cursors and the marks they make.
-#[derive(Debug)]
-struct Worker {
-    /// 1 or 2: this worker handles k = first_k, first_k + 2, ...
-    first_k: u64,
-    /// For the i-th k of this worker, the index in the list of the first p whose mark
-    /// p + k² is not made yet.
-    cursors: Vec<usize>,
-    marks: Marks,
+/// Marks p + k² in [lo, hi) for every known P-position p < lo and every k of one chunk,
+/// k = `first_k`, `first_k` + 1, ..., one cursor each: for each k, the index in the list
+/// of the first p whose mark p + k² is not made yet.
+fn mark_chunk(losing: &[u32], lo: u64, hi: u64, first_k: u64, cursors: &mut [usize], marks: &mut [u8; LEN]) {
+    let mut block_lo = lo;
+    while block_lo < hi {
+        let block_hi = (block_lo + BLOCK).min(hi);
+        mark_block(losing, lo, hi, block_hi, first_k, cursors, marks);
+        block_lo = block_hi;
+    }
 }
 
-impl Worker {
-    fn new(first_k: u64) -> Self {
-        Worker { first_k, cursors: Vec::new(), marks: vec![0; LEN].try_into().expect("LEN bytes") }
-    }
-
-    fn ks(&self, max_k: u64) -> impl Iterator<Item = u64> {
-        (self.first_k..=max_k).step_by(2)
-    }
-
-    /// Recomputes every cursor by binary search, for a list that did not come from this
-    /// sieve (loaded from disk, or after a panic left the cursors half-updated).
-    fn resync(&mut self, losing: &[u32], lo: u64, max_k: u64) {
-        self.cursors = self.ks(max_k).map(|k| first_at_least(losing, 0, lo.saturating_sub(k * k))).collect();
-    }
-
-    /// Marks p + k² in [lo, hi) for every known P-position p < lo and every k of this
-    /// worker with k² < hi.
-    fn mark(&mut self, losing: &[u32], lo: u64, hi: u64) {
-        self.marks.fill(0);
-        // The P-positions found in the previous segment are past every cursor, but for
-        // k² < SEGMENT some of them land below lo (finish_segment marked those): skip them.
-        let small = self.ks(isqrt(SEGMENT - 1)).take(self.cursors.len());
-        for (cursor, k) in self.cursors.iter_mut().zip(small) {
-            *cursor = first_at_least(losing, *cursor, lo.saturating_sub(k * k));
+/// Marks up to `block_hi` in the segment [lo, hi): for each k of the chunk with
+/// k² < `block_hi`, every group of p's from the cursor on that lands whole below
+/// `block_hi`. A group straddling the end is left to the next block (its stores still land
+/// inside the segment), and the last block finishes the runs one p at a time, up to `hi`.
+fn mark_block(
+    losing: &[u32],
+    lo: u64,
+    hi: u64,
+    block_hi: u64,
+    first_k: u64,
+    cursors: &mut [usize],
+    marks: &mut [u8; LEN],
+) {
+    let limit = (block_hi - lo) as u32;
+    let count = (isqrt(block_hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
+    for i in 0..count {
+        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
+            prefetch(losing, ahead);
         }
-        let mut block_lo = lo;
-        while block_lo < hi {
-            let block_hi = (block_lo + BLOCK).min(hi);
-            self.mark_block(losing, lo, hi, block_hi);
-            block_lo = block_hi;
+        let k = first_k + i as u64;
+        // p + k² − lo for p at or past the cursor lies in [0, hi − lo): the wrapping
+        // u32 sum is exact, and one below `limit` lands before `block_hi`.
+        let offset = (k * k).wrapping_sub(lo) as u32;
+        let mut at = cursors[i];
+        while let Some(group) = losing.get(at..at + GROUP) {
+            if group[GROUP - 1].wrapping_add(offset) >= limit {
+                break;
+            }
+            for &p in group {
+                set(marks, p.wrapping_add(offset) as usize);
+            }
+            at += GROUP;
         }
-    }
-
-    /// Marks up to `block_hi` in the segment [lo, hi): for each k, every group of p's
-    /// from the cursor on that lands whole below `block_hi`. A group straddling the end
-    /// is left to the next block (its stores still land inside the segment), and the last
-    /// block finishes the runs one p at a time, up to `hi`.
-    fn mark_block(&mut self, losing: &[u32], lo: u64, hi: u64, block_hi: u64) {
-        let limit = (block_hi - lo) as u32;
-        for (i, k) in self.ks(isqrt(block_hi - 1)).enumerate() {
-            if i == self.cursors.len() {
-                // k² ≥ this block's start ≥ lo, so every p + k² ≥ lo.
-                self.cursors.push(0);
+        if block_hi == hi {
+            while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
+                set(marks, p.wrapping_add(offset) as usize);
+                at += 1;
             }
-            if let Some(&ahead) = self.cursors.get(i + PREFETCH_AHEAD) {
-                prefetch(losing, ahead);
-            }
-            // p + k² − lo for p at or past the cursor lies in [0, hi − lo): the wrapping
-            // u32 sum is exact, and one below `limit` lands before `block_hi`.
-            let offset = (k * k).wrapping_sub(lo) as u32;
-            let mut at = self.cursors[i];
-            while let Some(group) = losing.get(at..at + GROUP) {
-                if group[GROUP - 1].wrapping_add(offset) >= limit {
-                    break;
-                }
-                for &p in group {
-                    set(&mut self.marks, p.wrapping_add(offset) as usize);
-                }
-                at += GROUP;
-            }
-            if block_hi == hi {
-                while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
-                    set(&mut self.marks, p.wrapping_add(offset) as usize);
-                    at += 1;
-                }
-            }
-            self.cursors[i] = at;
         }
+        cursors[i] = at;
     }
 }
 
 /// The state of a sieve between segments: per-k cursors and two segments of marks.
 #[derive(Debug)]
 pub struct Sieve {
-    even: Worker,
-    odd: Worker,
+    /// The cursor of k at index k − 1, for every k with k² below the last segment's end.
+    cursors: Vec<usize>,
+    /// One segment of marks per worker.
+    marks: [Marks; 2],
     /// The start of the next segment the cursors are valid for; `None` forces a resync.
     next: Option<u64>,
 }
@@ -170,7 +163,8 @@ impl Default for Sieve {
 impl Sieve {
     /// A sieve with no state; the first segment (from any start) resyncs it.
     pub fn new() -> Self {
-        Sieve { even: Worker::new(2), odd: Worker::new(1), next: None }
+        let zeroed = || vec![0; LEN].try_into().expect("LEN bytes");
+        Sieve { cursors: Vec::new(), marks: [zeroed(), zeroed()], next: None }
     }
 
     /// Classifies [lo, hi) and appends its P-positions to `found`, in order.
@@ -180,43 +174,61 @@ impl Sieve {
     /// same, growing list reuse the cursors; any other call resyncs them first.
     pub fn classify(&mut self, losing: &[u32], lo: u64, hi: u64, found: &mut Vec<u32>) {
         assert!(lo < hi && hi - lo <= SEGMENT && hi <= 1 << 32, "bad segment [{lo}, {hi})");
-        if self.next != Some(lo) {
-            let max_k = isqrt(hi - 1);
-            self.even.resync(losing, lo, max_k);
-            self.odd.resync(losing, lo, max_k);
+        let max_k = isqrt(hi - 1);
+        if self.next == Some(lo) {
+            // A new k has k² ≥ the previous end = lo, so every p + k² ≥ lo: from p = 0.
+            self.cursors.resize(max_k as usize, 0);
+        } else {
+            // A list that did not come from this sieve (loaded from disk, or after a panic
+            // left the cursors half-updated): every cursor by binary search.
+            self.cursors = (1..=max_k).map(|k| first_at_least(losing, 0, lo.saturating_sub(k * k))).collect();
         }
         // A panic below leaves the cursors half-updated: the next call resyncs.
         self.next = None;
-        let (even, odd) = (&mut self.even, &mut self.odd);
+        // The P-positions found in the previous segment are past every cursor, but for
+        // k² < SEGMENT some of them land below lo (finish_segment marked those): skip them.
+        for (cursor, k) in self.cursors.iter_mut().zip(1..=isqrt(SEGMENT - 1)) {
+            *cursor = first_at_least(losing, *cursor, lo.saturating_sub(k * k));
+        }
+        let chunk_len = (max_k as usize).div_ceil(CHUNKS).max(1);
+        // The heaviest chunks (large k: the list is densest at small p) go first.
+        let queue = Mutex::new(self.cursors.chunks_mut(chunk_len).enumerate().rev());
+        let work = |marks: &mut Marks| {
+            marks.fill(0);
+            loop {
+                // Not `while let`: that would hold the lock while marking.
+                let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                let Some((index, cursors)) = next else { break };
+                mark_chunk(losing, lo, hi, (index * chunk_len) as u64 + 1, cursors, marks);
+            }
+        };
+        let [mine, theirs] = &mut self.marks;
         // A scoped thread, not rayon::join: inside the rayon pool, the waiting half could
         // steal a solve job that waits for this very extension (a deadlock), and a pool
         // busy with batches would run both halves one after the other. One spawn per
         // segment costs ~20 µs against milliseconds of marking.
         std::thread::scope(|scope| {
-            scope.spawn(|| odd.mark(losing, lo, hi));
-            even.mark(losing, lo, hi);
+            scope.spawn(|| work(theirs));
+            work(mine);
         });
-        let marks = &mut self.even.marks;
-        for (mark, other) in marks.iter_mut().zip(self.odd.marks.iter()) {
-            *mark |= other;
-        }
-        finish_segment(marks, lo, (hi - lo) as usize, found);
+        finish_segment(mine, theirs, lo, (hi - lo) as usize, found);
         self.next = Some(hi);
     }
 }
 
 /// Walks the segment in order: an unmarked number is a P-position, which then marks
 /// the numbers a square above it inside the segment.
-fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u32>) {
+fn finish_segment(marks: &mut [u8; LEN], other: &[u8; LEN], lo: u64, len: usize, found: &mut Vec<u32>) {
     const ALL_MARKED: u64 = u64::from_ne_bytes([1; 8]);
     let mut at = 0;
     while at < len {
         // Most numbers are winning (over 99% past 10^6): skip them 8 at a time.
-        if at + 8 <= len && u64::from_ne_bytes(marks[at..at + 8].try_into().expect("8 bytes")) == ALL_MARKED {
+        let word = |bytes: &[u8; LEN]| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        if at + 8 <= len && word(marks) | word(other) == ALL_MARKED {
             at += 8;
             continue;
         }
-        if marks[at] == 0 {
+        if marks[at] | other[at] == 0 {
             found.push((lo + at as u64) as u32);
             for target in (1..).map(|k| at + k * k).take_while(|&target| target < len) {
                 set(marks, target);
