@@ -1,69 +1,31 @@
-//! `gamesolver-client` over TLS and mutual TLS: certificates made at run time (rcgen), a
-//! TLS server in this process (tonic's `ServerTlsConfig`), the client binary.
+//! `gamesolver-client` over TLS and mutual TLS: certificates made at run time (rcgen), the
+//! real server in this process, the client binary.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::{assert_all_correct, generate};
-use gamesolver::games::{stone_game_iv, StoneGameIvTable};
-use gamesolver::pb::game_solver_service_server::GameSolverServiceServer;
-use gamesolver::service::{GameSolverService, Solver, SolverConfig};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use common::{assert_all_correct, generate, TestServer};
+use gamesolver::server::{ReloadableTls, ServerConfig, TlsSettings};
+use production::{write_ca, write_leaf, TestCa};
 
 mod common;
+mod production;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
 
-/// A certificate authority that writes its certificate and the ones it signs as PEM files.
-struct Authority {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Authority {
-    fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        Authority { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
-    }
-
-    fn cert_pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    /// A certificate for `names` (IP addresses become IP SANs): (certificate, key) PEM.
-    fn sign(&self, names: &[&str]) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|&n| n.to_owned()).collect();
-        let cert = CertificateParams::new(names).unwrap().signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    /// Writes a certificate for `names` as `{stem}.pem` and `{stem}.key` in `dir`.
-    fn write(&self, dir: &Path, stem: &str, names: &[&str]) {
-        let (cert, key) = self.sign(names);
-        std::fs::write(dir.join(format!("{stem}.pem")), cert).unwrap();
-        std::fs::write(dir.join(format!("{stem}.key")), key).unwrap();
-    }
-}
-
-/// Serves the solver over TLS on 127.0.0.1:0 with `tls`; returns the https URL.
-async fn serve_tls(tls: ServerTlsConfig) -> String {
-    let table = Arc::new(StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT));
-    let service = GameSolverService::new(Arc::new(Solver::new(table, SolverConfig::default())));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let server = Server::builder()
-        .tls_config(tls)
-        .unwrap()
-        .add_service(GameSolverServiceServer::new(service))
-        .serve_with_incoming(TcpListenerStream::new(listener));
-    // Ends with the test's runtime.
-    tokio::spawn(server);
-    url
+/// Serves the solver with TLS from `dir` (`server.pem`, `server.key`, and `ca.pem` as the
+/// client CA when `mutual`) on 127.0.0.1:0: the real server. Returns it and its https URL.
+async fn serve_tls(dir: &Path, mutual: bool) -> (TestServer, String) {
+    let settings = TlsSettings {
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+        client_ca: mutual.then(|| dir.join("ca.pem")),
+    };
+    let tls = Arc::new(ReloadableTls::load(settings).unwrap().0);
+    let server = TestServer::start(ServerConfig { tls: Some(tls), ..ServerConfig::default() }).await;
+    let url = format!("https://{}", server.addr);
+    (server, url)
 }
 
 /// Runs `solve in.jsonl -o out.jsonl --server URL` with `extra` flags, off the runtime
@@ -83,20 +45,12 @@ fn flag(name: &str, dir: &Path, file: &str) -> [String; 2] {
 
 /// The PKI of one test: a CA with a server and a client certificate, and another CA with
 /// a client certificate of its own.
-fn pki(dir: &Path) -> (Authority, Authority) {
-    let (ca, other) = (Authority::new(), Authority::new());
-    std::fs::write(dir.join("ca.pem"), ca.cert_pem()).unwrap();
-    ca.write(dir, "server", &["127.0.0.1", "localhost"]);
-    ca.write(dir, "client", &["client"]);
-    other.write(dir, "stranger", &["stranger"]);
-    (ca, other)
-}
-
-fn server_identity(dir: &Path) -> Identity {
-    Identity::from_pem(
-        std::fs::read(dir.join("server.pem")).unwrap(),
-        std::fs::read(dir.join("server.key")).unwrap(),
-    )
+fn pki(dir: &Path) {
+    let (ca, other) = (TestCa::new("test ca"), TestCa::new("another ca"));
+    write_ca(dir, "ca", &ca);
+    write_leaf(dir, "server", &ca.server("server"));
+    write_leaf(dir, "client", &ca.client("client"));
+    write_leaf(dir, "stranger", &other.client("stranger"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +59,7 @@ async fn https_is_served_to_a_client_that_trusts_the_ca_and_refused_otherwise() 
     let dir = dir.path();
     pki(dir);
     generate(&dir.join("in.jsonl"), 2_000, 21);
-    let url = serve_tls(ServerTlsConfig::new().identity(server_identity(dir))).await;
+    let (_server, url) = serve_tls(dir, false).await;
 
     let (code, stderr) = solve(dir, &url, &flag("--ca-cert", dir, "ca.pem")).await;
     assert_eq!(code, Some(0), "{stderr}");
@@ -130,8 +84,7 @@ async fn mutual_tls_serves_only_a_client_with_a_certificate_from_its_ca() {
     let dir = dir.path();
     pki(dir);
     generate(&dir.join("in.jsonl"), 2_000, 22);
-    let ca = Certificate::from_pem(std::fs::read(dir.join("ca.pem")).unwrap());
-    let url = serve_tls(ServerTlsConfig::new().identity(server_identity(dir)).client_ca_root(ca)).await;
+    let (_server, url) = serve_tls(dir, true).await;
     let trust = flag("--ca-cert", dir, "ca.pem");
     let with = |stem: &str| {
         let mut flags = trust.to_vec();
