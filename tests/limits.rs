@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{solve, TestServer};
-use gamesolver::pb::{self, problem::Game as G};
+use common::{solve, stream_request, sum, TestServer};
+use gamesolver::pb;
 use gamesolver::server::ServerConfig;
 use gamesolver::service::SolverConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,14 +29,6 @@ const PING: &[u8] = &[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Upper bound on any wait for the server to act; only reached when a bound is broken.
 const PATIENCE: Duration = Duration::from_secs(20);
-
-fn sum(id: &str, num: &str) -> pb::Problem {
-    pb::Problem { id: id.into(), game: Some(G::SumGame(pb::SumGame { num: num.into() })) }
-}
-
-fn stream_request(problem: pb::Problem) -> pb::SolveStreamRequest {
-    pb::SolveStreamRequest { problem: Some(problem), winner_only: false }
-}
 
 /// Checks that `server` answers a new client.
 async fn served(server: &TestServer) {

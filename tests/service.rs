@@ -5,27 +5,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{expected, solve, Client, TestServer};
+use common::{expected, iv, ix, solve, stream_request, sum, Client, TestServer};
 use futures::StreamExt;
 use gamesolver::games::StoneGameIvTable;
-use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::pb;
 use gamesolver::server::{ServerConfig, SERVICE_NAME};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic_types::StatusExt;
-
-fn sum(id: &str, num: &str) -> pb::Problem {
-    pb::Problem { id: id.into(), game: Some(G::SumGame(pb::SumGame { num: num.into() })) }
-}
-
-fn ix(id: &str, stones: &[u64]) -> pb::Problem {
-    pb::Problem { id: id.into(), game: Some(G::StoneGameIx(pb::StoneGameIx { stones: stones.to_vec() })) }
-}
-
-fn iv(id: &str, n: u64) -> pb::Problem {
-    pb::Problem { id: id.into(), game: Some(G::StoneGameIv(pb::StoneGameIv { n })) }
-}
 
 fn winner(solution: &pb::Solution) -> pb::Winner {
     pb::Winner::try_from(solution.winner).unwrap()
@@ -219,10 +207,6 @@ async fn batch_keeps_order_and_reports_bad_problems_in_place() {
     assert_eq!(winner(&solutions[0]), pb::Winner::Alice);
     assert_eq!(winner(&solutions[3]), pb::Winner::Bob);
     assert_eq!(winner(&solutions[4]), pb::Winner::Bob); // 10 is a P-position
-}
-
-fn stream_request(problem: pb::Problem) -> pb::SolveStreamRequest {
-    pb::SolveStreamRequest { problem: Some(problem), winner_only: false }
 }
 
 /// One answer per problem, in order, each what the solver core says.

@@ -19,6 +19,27 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
+/// A Sum Game problem.
+pub fn sum(id: &str, num: &str) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(pb::problem::Game::SumGame(pb::SumGame { num: num.into() })) }
+}
+
+/// A Stone Game IX problem.
+pub fn ix(id: &str, stones: &[u64]) -> pb::Problem {
+    let game = pb::problem::Game::StoneGameIx(pb::StoneGameIx { stones: stones.to_vec() });
+    pb::Problem { id: id.into(), game: Some(game) }
+}
+
+/// A Stone Game IV problem.
+pub fn iv(id: &str, n: u64) -> pb::Problem {
+    pb::Problem { id: id.into(), game: Some(pb::problem::Game::StoneGameIv(pb::StoneGameIv { n })) }
+}
+
+/// One `SolveStream` request for `problem`, moves included.
+pub fn stream_request(problem: pb::Problem) -> pb::SolveStreamRequest {
+    pb::SolveStreamRequest { problem: Some(problem), winner_only: false }
+}
+
 /// A client of the solver service.
 pub type Client = GameSolverServiceClient<Channel>;
 
