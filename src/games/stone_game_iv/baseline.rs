@@ -6,6 +6,7 @@
 //! move), kept only to measure against.
 
 use super::gallop::{first_at_least, last_at_most};
+use super::sieve::isqrt;
 
 /// Numbers classified per segment: 2^18, so that each worker's marks (256 KiB) sit in
 /// this machine's 1 MiB L2 next to the list they stream.
@@ -137,18 +138,6 @@ fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u3
         }
         at += 1;
     }
-}
-
-/// ⌊√n⌋, exact for every u64.
-fn isqrt(n: u64) -> u64 {
-    let mut root = (n as f64).sqrt() as u64;
-    while root.checked_mul(root).is_none_or(|square| square > n) {
-        root -= 1;
-    }
-    while (root + 1).checked_mul(root + 1).is_some_and(|square| square <= n) {
-        root += 1;
-    }
-    root
 }
 
 /// Every P-position below `end` (at most 2^32), computed from scratch.
