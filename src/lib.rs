@@ -11,9 +11,11 @@
 //!   connection bounds, TLS, call limits, metrics, health, reflection, the status codes
 //!   other gRPC stacks send, and the Stone Game IV table's lifecycle.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
+//! - [`allocator`]: mimalloc's settings, shared by the two binaries.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod client;
 pub mod convert;
 pub mod games;

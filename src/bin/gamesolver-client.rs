@@ -155,7 +155,12 @@ fn output_closed(err: &anyhow::Error) -> bool {
     })
 }
 
+/// mimalloc instead of glibc malloc: a fifth less CPU on the bulk path (see `allocator`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
+    gamesolver::allocator::without_huge_pages();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),

@@ -130,35 +130,11 @@ fn seconds_or_zero(timeout: Option<Duration>) -> f64 {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_delay` in mimalloc v3's `mimalloc.h` (libmimalloc-sys exports no
-/// constant for it).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Freed memory goes back to the OS after this many milliseconds (mimalloc v2's default;
-/// v3's is 1,000): 48 parallel 60 MB requests peaked at 580 MB with v3's (`bench/soak.sh`).
-const PURGE_DELAY_MS: std::ffi::c_long = 10;
-
-/// Hands freed memory back to the OS each second. mimalloc purges freed segments only
-/// when some thread allocates again, so after a spike an idle server kept its peak RSS
-/// (a refused 1 GiB gzip bomb: 212 MB, and 212 MB after); `bench/soak.sh` measures it.
-fn return_freed_memory() {
-    // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
-    let spawned = std::thread::Builder::new().name("mimalloc-purge".into()).spawn(|| loop {
-        std::thread::sleep(Duration::from_secs(1));
-        // SAFETY: mi_collect only walks mimalloc's own structures; any thread may call it.
-        unsafe { libmimalloc_sys::mi_collect(false) };
-    });
-    if let Err(err) = spawned {
-        tracing::warn!(%err, "cannot start the memory purge thread");
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let format = args.log_format;
     init_logging(format);
-    return_freed_memory();
+    gamesolver::allocator::return_freed_memory();
     let result = build_runtime(&args).and_then(|runtime| {
         let result = runtime.block_on(run(args));
         // A table extension still running on the blocking pool must not hold the exit.

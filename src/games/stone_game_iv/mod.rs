@@ -13,6 +13,7 @@
 pub mod baseline;
 mod gallop;
 pub mod sieve;
+mod small_moves;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +21,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::gallop::{first_at_least, last_at_most};
 use self::sieve::{isqrt, Sieve, SEGMENT};
+use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN};
 use super::{Move, Outcome, Player, SolveError};
 
 pub use self::sieve::losing_positions_below;
@@ -100,6 +102,13 @@ pub struct StoneGameIvTable {
     progressed: Condvar,
     /// The sieve's cursors, kept between extensions; only the extender locks it.
     sieve: Mutex<Sieve>,
+    /// Alice's smallest winning k for every pile below its length (0: Bob wins), so that
+    /// a small pile's move is one load; see [`small_moves`].
+    small_moves: RwLock<Box<[u16]>>,
+    /// The length of `small_moves`, read without its lock.
+    small_moves_end: AtomicU64,
+    /// Held by the one caller that (re)builds `small_moves`; others wait for it.
+    small_moves_builder: Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -128,6 +137,9 @@ impl StoneGameIvTable {
             extension: Mutex::new(Extension::default()),
             progressed: Condvar::new(),
             sieve: Mutex::new(Sieve::new()),
+            small_moves: RwLock::new(Box::default()),
+            small_moves_end: AtomicU64::new(0),
+            small_moves_builder: Mutex::new(()),
         }
     }
 
@@ -143,22 +155,50 @@ impl StoneGameIvTable {
 
     /// True when answering `n` first needs the table to grow (a slow, blocking call).
     pub fn needs_extension(&self, n: u64) -> bool {
-        n >= self.covered() && n <= self.limit
+        n <= self.limit && (n >= self.covered() || self.needs_small_moves(n))
+    }
+
+    fn needs_small_moves(&self, n: u64) -> bool {
+        n < SMALL_MOVES_END && n >= self.small_moves_end.load(Ordering::Acquire)
     }
 
     /// Grows the table to cover `n`; blocks. One thread extends at a time; others wait
     /// for it and wake as soon as their `n` is covered. A caller whose `n` lies beyond the
     /// running extension's target waits for it to end and then extends further itself, so
-    /// that no caller waits for work only a later caller needs.
+    /// that no caller waits for work only a later caller needs. A pile below 2^21 also
+    /// grows the small-pile move table to cover it.
     pub fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         self.check_limit(n)?;
+        if self.needs_small_moves(n) {
+            self.grow_small_moves(n);
+        }
+        self.extend_list_to(n);
+        Ok(())
+    }
+
+    /// Rebuilds the small-pile move table to the next power of two above `n` (at least
+    /// 2^16, at most 2^21 and the limit), from scratch: at most twice the largest build.
+    /// `n` ≤ the limit.
+    fn grow_small_moves(&self, n: u64) {
+        let end = (n + 1).max(SMALL_MOVES_MIN).next_power_of_two().min(SMALL_MOVES_END).min(self.limit + 1);
+        self.extend_list_to(end - 1);
+        let _builder = self.small_moves_builder.lock();
+        if self.needs_small_moves(n) {
+            let roots = smallest_winning_roots(&self.losing.read(), end);
+            *self.small_moves.write() = roots;
+            self.small_moves_end.store(end, Ordering::Release);
+        }
+    }
+
+    /// Grows the list of P-positions to cover `n` ≤ the limit.
+    fn extend_list_to(&self, n: u64) {
         loop {
             if n < self.covered() {
-                return Ok(());
+                return;
             }
             let mut extension = self.extension.lock();
             if n < self.covered() {
-                return Ok(());
+                return;
             }
             if extension.running {
                 self.progressed.wait(&mut extension);
@@ -196,10 +236,17 @@ impl StoneGameIvTable {
     /// Solves a pile of `n`, growing the table first if needed (blocking).
     ///
     /// When Alice wins, her move takes the smallest square k² that leaves a P-position:
-    /// deterministic. Finding it walks the list (microseconds near 10^9); [`Self::winner`]
-    /// is the outcome alone, one binary search.
+    /// deterministic. Below 2^21 it is read from a table built on first need (tens of
+    /// milliseconds, once); above, finding it walks the list (microseconds near 10^9).
+    /// [`Self::winner`] is the outcome alone, one binary search.
     pub fn solve(&self, n: u64) -> Result<Outcome, SolveError> {
         self.extend_to(n)?;
+        if let Some(&root) = self.small_moves.read().get(n as usize) {
+            return Ok(match u64::from(root) {
+                0 => Outcome::BOB,
+                k => Outcome::alice(Some(Move::StoneGameIv { take: k * k })),
+            });
+        }
         let losing = self.losing.read();
         let below = losing.partition_point(|&p| u64::from(p) < n);
         if losing.get(below).is_some_and(|&p| u64::from(p) == n) {
@@ -214,6 +261,9 @@ impl StoneGameIvTable {
     /// `n` (grown first if needed, blocking).
     pub fn winner(&self, n: u64) -> Result<Player, SolveError> {
         self.extend_to(n)?;
+        if let Some(&root) = self.small_moves.read().get(n as usize) {
+            return Ok(if root == 0 { Player::Bob } else { Player::Alice });
+        }
         // n ≤ limit ≤ u32::MAX: the cast is exact.
         let losing = self.losing.read().binary_search(&(n as u32)).is_ok();
         Ok(if losing { Player::Bob } else { Player::Alice })
@@ -239,7 +289,11 @@ impl StoneGameIvTable {
             self.progressed.wait(&mut extension);
         }
         if covered > self.covered() {
-            // The sieve's cursors no longer match: it resyncs on its next segment.
+            // The sieve's cursors no longer match: it resyncs on its next segment; the
+            // move table is rebuilt from the new list on next need.
+            let _builder = self.small_moves_builder.lock();
+            self.small_moves_end.store(0, Ordering::Release);
+            *self.small_moves.write() = Box::default();
             let mut current = self.losing.write();
             *current = losing;
             self.covered.store(covered, Ordering::Release);
@@ -358,6 +412,22 @@ mod tests {
     }
 
     #[test]
+    fn a_small_pile_needs_extension_until_its_move_table_is_built() {
+        let table = StoneGameIvTable::new(1_000_000);
+        assert!(table.needs_extension(70_000));
+        table.extend_to(70_000).unwrap();
+        // The move table grows to the next power of two, and the list with it.
+        assert_eq!(table.small_moves_end.load(Ordering::Acquire), 1 << 17);
+        assert_eq!(table.covered() >= 1 << 17, !table.needs_extension((1 << 17) - 1));
+        assert!(table.needs_extension(1 << 17));
+        let searched = smallest_winning_take(&losing_positions_below(69_999), 69_999);
+        assert_eq!(
+            table.solve(69_999).unwrap().winning_move,
+            searched.map(|take| Move::StoneGameIv { take })
+        );
+    }
+
+    #[test]
     fn beyond_the_limit_is_out_of_range_and_the_table_stops_at_it() {
         let table = StoneGameIvTable::new(1000);
         assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { n: 1001, limit: 1000 }));
@@ -448,7 +518,8 @@ mod tests {
         let losing = losing_positions_below(1_500_000);
         table.restore(1_500_000, losing.clone()).unwrap();
         assert_eq!(table.covered(), 1_500_000);
-        assert!(!table.needs_extension(1_499_999));
+        // The list covers the pile; Alice's move table (below 2^21) is still to build.
+        assert!(table.needs_extension(1_499_999));
         // Growing on from a restored list resyncs the sieve.
         table.extend_to(2_000_000).unwrap();
         assert_eq!(table.snapshot().1, losing_positions_below(2_000_001));

@@ -1,0 +1,46 @@
+//! mimalloc, both binaries' global allocator, and its settings.
+//!
+//! glibc malloc cost a fifth of the bulk client's CPU (malloc, free, consolidation;
+//! `perf` on issue 11's real-world shape), the server allocates and frees a buffer per
+//! message, and mimalloc is faster at both. It holds more memory than glibc, so each
+//! binary bounds that its own way: the server purges freed memory within milliseconds
+//! (memory spikes come from clients), the client turns huge pages off (its memory is
+//! bounded by its in-flight budget, and a purge every 10 ms cost it 6% more CPU).
+
+use std::time::Duration;
+
+/// `mi_option_purge_delay` in mimalloc v3's `mimalloc.h` (libmimalloc-sys exports no
+/// constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed memory goes back to the OS after this many milliseconds (mimalloc v2's default;
+/// v3's is 1,000): 48 parallel 60 MB requests peaked at 580 MB with v3's (`bench/soak.sh`).
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Hands freed memory back to the OS within [`PURGE_DELAY_MS`], and on a thread of its
+/// own each second. mimalloc purges freed segments only when some thread allocates
+/// again, so after a spike an idle server kept its peak RSS (a refused 1 GiB gzip bomb:
+/// 212 MB, and 212 MB after); `bench/soak.sh` measures it. Call first thing in `main`.
+pub fn return_freed_memory() {
+    // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    let spawned = std::thread::Builder::new().name("mimalloc-purge".into()).spawn(|| loop {
+        std::thread::sleep(Duration::from_secs(1));
+        // SAFETY: mi_collect only walks mimalloc's own structures; any thread may call it.
+        unsafe { libmimalloc_sys::mi_collect(false) };
+    });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "cannot start the memory purge thread");
+    }
+}
+
+/// Keeps transparent huge pages out of this process: mimalloc asks for them on its
+/// arenas, and 2 MiB pages made the bulk client's peak RSS 95–129 MB on issue 11's
+/// real-world shape, against 56–68 MB with 4 KiB pages (glibc malloc: 44 MB).
+pub fn without_huge_pages() {
+    // mimalloc's own switch (`allow_thp`) is read before `main`; this is the same prctl.
+    #[cfg(target_os = "linux")]
+    if let Err(err) = nix::sys::prctl::set_thp_disable(true) {
+        tracing::debug!(%err, "transparent huge pages stay on");
+    }
+}
