@@ -17,7 +17,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// v3's is 1,000): 48 parallel 60 MB requests peaked at 580 MB with v3's (`bench/soak.sh`).
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
-/// Hands freed memory back to the OS within [`PURGE_DELAY_MS`], and on a thread of its
+/// Hands freed memory back to the OS within 10 ms, and on a thread of its
 /// own each second. mimalloc purges freed segments only when some thread allocates
 /// again, so after a spike an idle server kept its peak RSS (a refused 1 GiB gzip bomb:
 /// 212 MB, and 212 MB after); `bench/soak.sh` measures it. Call first thing in `main`.

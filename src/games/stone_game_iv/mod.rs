@@ -3,7 +3,8 @@
 //! A pile is lost for the player to move (a P-position) iff no square move leads to a
 //! P-position. P-positions are sparse (1,727,524 below 10^9), so the table keeps only
 //! their sorted list, grows it on demand with the segmented [`sieve`], and answers a
-//! pile inside the known range by binary search.
+//! pile inside the known range by binary search. Alice's move, the smallest winning
+//! square, is read from a table below 2^21 (`small_moves.rs`) and searched for above.
 //!
 //! The table is shared by every request. One thread extends it at a time and publishes
 //! each finished segment, so a request inside the known range never waits, and one
@@ -103,7 +104,7 @@ pub struct StoneGameIvTable {
     /// The sieve's cursors, kept between extensions; only the extender locks it.
     sieve: Mutex<Sieve>,
     /// Alice's smallest winning k for every pile below its length (0: Bob wins), so that
-    /// a small pile's move is one load; see [`small_moves`].
+    /// a small pile's move is one load (`small_moves.rs`).
     small_moves: RwLock<Box<[u16]>>,
     /// The length of `small_moves`, read without its lock.
     small_moves_end: AtomicU64,
@@ -153,7 +154,8 @@ impl StoneGameIvTable {
         self.covered.load(Ordering::Acquire)
     }
 
-    /// True when answering `n` first needs the table to grow (a slow, blocking call).
+    /// True when answering `n` first needs the table to grow (a slow, blocking call): the
+    /// list of P-positions, or below 2^21 Alice's move table.
     pub fn needs_extension(&self, n: u64) -> bool {
         n <= self.limit && (n >= self.covered() || self.needs_small_moves(n))
     }
