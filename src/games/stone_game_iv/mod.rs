@@ -160,19 +160,22 @@ impl StoneGameIvTable {
         n <= self.limit && (n >= self.covered() || self.needs_small_moves(n))
     }
 
+    /// Whether the move table must grow before `n` is answered without blocking: for a
+    /// pile beyond the table, whether the table is still short of its full size.
     fn needs_small_moves(&self, n: u64) -> bool {
-        n < SMALL_MOVES_END && n >= self.small_moves_end.load(Ordering::Acquire)
+        n.min(SMALL_MOVES_END - 1) >= self.small_moves_end.load(Ordering::Acquire)
     }
 
     /// Grows the table to cover `n`; blocks. One thread extends at a time; others wait
     /// for it and wake as soon as their `n` is covered. A caller whose `n` lies beyond the
     /// running extension's target waits for it to end and then extends further itself, so
-    /// that no caller waits for work only a later caller needs. A pile below 2^21 also
-    /// grows the small-pile move table to cover it.
+    /// that no caller waits for work only a later caller needs. The small-pile move table
+    /// grows with it (to its full size for a pile beyond it), so that afterwards every
+    /// pile up to `n` is answered without blocking.
     pub fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         self.check_limit(n)?;
         if self.needs_small_moves(n) {
-            self.grow_small_moves(n);
+            self.grow_small_moves(n.min(SMALL_MOVES_END - 1));
         }
         self.extend_list_to(n);
         Ok(())
@@ -415,13 +418,18 @@ mod tests {
 
     #[test]
     fn a_small_pile_needs_extension_until_its_move_table_is_built() {
-        let table = StoneGameIvTable::new(1_000_000);
+        let table = StoneGameIvTable::new(3_000_000);
         assert!(table.needs_extension(70_000));
         table.extend_to(70_000).unwrap();
         // The move table grows to the next power of two, and the list with it.
         assert_eq!(table.small_moves_end.load(Ordering::Acquire), 1 << 17);
-        assert_eq!(table.covered() >= 1 << 17, !table.needs_extension((1 << 17) - 1));
+        assert!(table.covered() >= 1 << 17 && !table.needs_extension((1 << 17) - 1));
         assert!(table.needs_extension(1 << 17));
+        // A pile beyond the move table grows it to its full size: solving any smaller
+        // pile then never blocks.
+        table.extend_to(1 << 21).unwrap();
+        assert_eq!(table.small_moves_end.load(Ordering::Acquire), 1 << 21);
+        assert!(!table.needs_extension((1 << 21) - 1));
         let searched = smallest_winning_take(&losing_positions_below(69_999), 69_999);
         assert_eq!(
             table.solve(69_999).unwrap().winning_move,
