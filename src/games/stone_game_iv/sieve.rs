@@ -130,7 +130,7 @@ fn mark_chunk(
         if block_hi < hi {
             mark_block(losing, lo, hi, block_hi, first_k, cursors, groups, marks);
         } else {
-            finish_runs(losing, lo, hi, first_k, cursors, marks);
+            finish_runs(losing, lo, hi, first_k, cursors, starts, marks);
         }
         block_lo = block_hi;
     }
@@ -184,9 +184,20 @@ fn mark_block(
 }
 
 /// Marks the segment's last block: for each k of the chunk, every p from the cursor on
-/// that lands below `hi`, a group at a time while the group's last p does, then one at a
-/// time.
-fn finish_runs(losing: &[u32], lo: u64, hi: u64, first_k: u64, cursors: &mut [usize], marks: &mut [u8; LEN]) {
+/// that lands below `hi`, a group at a time while the group's last p does; then the few
+/// left, counted without branches, by storing the GROUP p's that end the run (some a
+/// second time, which is harmless) when they all belong to the k's run in this segment
+/// (from `starts`, the cursors at the segment's start). One at a time, the few left cost
+/// a mispredicted exit a k.
+fn finish_runs(
+    losing: &[u32],
+    lo: u64,
+    hi: u64,
+    first_k: u64,
+    cursors: &mut [usize],
+    starts: &[usize],
+    marks: &mut [u8; LEN],
+) {
     let limit = (hi - lo) as u32;
     let count = (isqrt(hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
     for i in 0..count {
@@ -205,9 +216,23 @@ fn finish_runs(losing: &[u32], lo: u64, hi: u64, first_k: u64, cursors: &mut [us
             }
             at += GROUP;
         }
-        while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
-            set(marks, p.wrapping_add(offset) as usize);
-            at += 1;
+        // The list is sorted and p + k² < 2^32, so the p's below `limit` are a prefix.
+        let left = losing
+            .get(at..at + GROUP)
+            .map(|group| group.iter().map(|&p| usize::from(p.wrapping_add(offset) < limit)).sum::<usize>());
+        match left {
+            Some(left) if at + left >= starts[i] + GROUP => {
+                for &p in &losing[at + left - GROUP..at + left] {
+                    set(marks, p.wrapping_add(offset) as usize);
+                }
+                at += left;
+            }
+            _ => {
+                while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
+                    set(marks, p.wrapping_add(offset) as usize);
+                    at += 1;
+                }
+            }
         }
         cursors[i] = at;
     }
