@@ -19,11 +19,11 @@
 //!
 //! Every block but a segment's last marks a fixed number of groups per k (what the k
 //! marked a block in the previous segment), not up to the end of the k's run in the
-//! block: near 10^9 a (block, k) visit stores ~49 marks (kernel below), and the exit of a loop that
-//! looks for the run's end was mispredicted about once a visit. Stores that land past
-//! the block (or cursors that fall behind) cost an L1 miss now and then; the last block
-//! marks every run exactly up to the segment's end, so the marks do not depend on the
-//! counts.
+//! block: near 10^9 a (block, k) visit stores ~49 marks (kernel below), and the exit of a
+//! loop that looks for the run's end was mispredicted about once a visit. Stores that
+//! land past the block (or cursors that fall behind) cost an L1 miss now and then; the
+//! last block marks every run exactly up to the segment's end, so the marks do not depend
+//! on the counts.
 //!
 //! Until issue 11's second round the k's were split by parity, each worker with its own
 //! cursors, and the two marks were OR-ed before the finish. Consecutive k's instead keep
@@ -46,16 +46,37 @@
 //! two such runs minutes apart; issue 11's goal of ≤ 0.6× is not reliably met.
 //!
 //! Issue 11's third round measured with a scratch example (not kept): "kernel" marks the
-//! 128 segments from 9.6·10^8 with the saved 10^9 list on one thread, 1.58·10^9 marks,
-//! the variants interleaved, ns a mark, medians of 3; "whole" runs
-//! `losing_positions_below(10^9)` with two workers, CPU s, interleaved, medians of 3.
-//! The machine was shared throughout (other builds running), so only figures from one
-//! run compare. The fixed counts: kernel 0.332 vs 0.371 ns and 0.374 vs 0.404 (−8..11%);
-//! whole 12.62 s vs 14.75 s CPU (0.86×). Where the time goes (kernel, same runs): no
-//! stores at all 0.18–0.21 ns against 0.33–0.38 with them, the stores sent to a 4 KiB
-//! area 0.24–0.25; so the stores into the block cost about half, and a visit about
-//! 5–6 ns besides its marks (blocks of 2^14 0.51 ns, 2^15 0.38, 2^16 0.33–0.36 before
-//! the fixed counts).
+//! 128 segments from 9.6·10^8 with the saved 10^9 list on one thread (1.58·10^9 marks, the
+//! variants interleaved, ns a mark, medians of 3); "whole" runs
+//! `losing_positions_below(10^9)` with two workers (CPU s, the variants interleaved,
+//! medians of 3). The machine was shared throughout (other builds running, wall times from
+//! 6 to 17 s for the same code), so only figures from one run compare, and CPU time is the
+//! steadier one. Kept, whole: the fixed counts 14.75 → 12.62 s (kernel 0.371 → 0.332 ns,
+//! and 0.404 → 0.374 in another run); the last block's leftover p's as one group ending the
+//! run 11.90 → 11.49 s; groups of 16 instead of 8 11.91 → 11.25 s (12: 11.75 s; another run
+//! 11.62 → 11.23 s). Where the time goes (kernel, fixed counts without the run-end check,
+//! same run): no stores at all 0.18–0.21 ns against 0.33–0.38 with them, the stores sent to
+//! a 4 KiB area instead 0.24–0.25; so stores into the block take about half, and a visit
+//! costs ~5–6 ns besides its marks (before the fixed counts, k descending, blocks of 2^14
+//! 0.51 ns, 2^15 0.36–0.39, 2^16 0.32–0.33, 2^17 0.36, 2^18 0.33). Tried and not kept:
+//! unchecked stores (`get_unchecked_mut`, no index mask) 11.62 → 11.12 s whole, but a
+//! caller passing an unsorted list to this safe API could then write out of bounds; the
+//! descending order of k 11.62 → 11.52 s whole (noise); counts smoothed over windows of 16
+//! to 2,048 k's, 11.3–11.9 s against 11.8–12.2 s (noise); [`CHUNKS`] of 32 or 64, same CPU;
+//! prefetching every line of the fixed run 3 or 6 k's ahead, 12.25–12.47 s against
+//! 11.94–12.28 s; with the fixed counts (kernel), blocks of 2^14 0.348 ns (the old code at
+//! 2^15: 0.371) and 2^16 0.411 (old at 2^16: 0.348), where 2^15 gave 0.339 (old: 0.358);
+//! prefetchnta instead of prefetcht0 0.410 vs 0.438 ns and 0.379 vs 0.371 (noise); the
+//! run's end found by a branchless binary search over 128 p's, 0.546 vs 0.372 ns, still
+//! 0.53–0.60 vs 0.39–0.45 when done 1 to 8 k's ahead. Before the fixed counts, in a first
+//! kernel that left k < 512 idle (1.6% of the k's; approximate): two k's interleaved in one
+//! loop 0.379 vs 0.356 ns; blocks taken in serpentine order of k 0.385 vs 0.366; one visit
+//! per segment into a bitset of the segment (32 KiB) 0.489 vs 0.358; prefetching 4 lines
+//! instead of 2, or 6 or 10 k's ahead instead of 3, within ±4%.
+//!
+//! `iv_cold --baseline --runs 3 1000000000` after these changes: wall 9.23 s baseline,
+//! 6.45 s current (0.70×); CPU 17.23 s, 11.42 s (0.66×); its third current run lost a core
+//! to another process (11.36 s wall). The goal of ≤ 0.6× wall is still not met.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -80,7 +101,7 @@ const PREFETCH_AHEAD: usize = 3;
 const CHUNKS: usize = 16;
 
 /// P-positions marked per step: one check of the step's last p, then plain stores. 16,
-/// since the counts are fixed (12 and 8 cost 1% and 5% more CPU: whole runs below).
+/// since the counts are fixed (12 and 8 cost 4% and 6% more CPU: "whole" runs above).
 const GROUP: usize = 16;
 
 /// One byte a number of the segment, non-zero when marked winning. Indices are masked to
