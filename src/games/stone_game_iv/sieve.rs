@@ -17,6 +17,14 @@
 //! segment is then finished in order, reading both marks, since a P-position found inside
 //! it marks later numbers of the same segment.
 //!
+//! Every block but a segment's last marks a fixed number of groups per k (what the k
+//! marked a block in the previous segment), not up to the end of the k's run in the
+//! block: near 10^9 a (block, k) visit stores ~49 marks (kernel below), and the exit of a
+//! loop that looks for the run's end was mispredicted about once a visit. Stores that
+//! land past the block (or cursors that fall behind) cost an L1 miss now and then; the
+//! last block marks every run exactly up to the segment's end, so the marks do not depend
+//! on the counts.
+//!
 //! Until issue 11's second round the k's were split by parity, each worker with its own
 //! cursors, and the two marks were OR-ed before the finish. Consecutive k's instead keep
 //! each worker on its own part of the list (the runs of nearby k's overlap for small k),
@@ -36,6 +44,39 @@
 //! 16.58 s, 15.53 s, 13.19 s. The baseline's time varies most from run to run (9 to 14 s
 //! wall in one `iv_cold --baseline` run), so its ratio does too: 0.52× and 0.81× wall in
 //! two such runs minutes apart; issue 11's goal of ≤ 0.6× is not reliably met.
+//!
+//! Issue 11's third round measured with a scratch example (not kept): "kernel" marks the
+//! 128 segments from 9.6·10^8 with the saved 10^9 list on one thread (1.58·10^9 marks, the
+//! variants interleaved, ns a mark, medians of 3); "whole" runs
+//! `losing_positions_below(10^9)` with two workers (CPU s, the variants interleaved,
+//! medians of 3). The machine was shared throughout (other builds running, wall times from
+//! 6 to 17 s for the same code), so only figures from one run compare, and CPU time is the
+//! steadier one. Kept, whole: the fixed counts 14.75 → 12.62 s (kernel 0.371 → 0.332 ns,
+//! and 0.404 → 0.374 in another run); the last block's leftover p's as one group ending the
+//! run 11.90 → 11.49 s; groups of 16 instead of 8 11.91 → 11.25 s (12: 11.75 s; another run
+//! 11.62 → 11.23 s). Where the time goes (kernel, fixed counts without the run-end check,
+//! same run): no stores at all 0.18–0.21 ns against 0.33–0.38 with them, the stores sent to
+//! a 4 KiB area instead 0.24–0.25; so stores into the block take about half, and a visit
+//! costs ~5–6 ns besides its marks (before the fixed counts, k descending, blocks of 2^14
+//! 0.51 ns, 2^15 0.36–0.39, 2^16 0.32–0.33, 2^17 0.36, 2^18 0.33). Tried and not kept:
+//! unchecked stores (`get_unchecked_mut`, no index mask) 11.62 → 11.12 s whole, but a
+//! caller passing an unsorted list to this safe API could then write out of bounds; the
+//! descending order of k 11.62 → 11.52 s whole (noise); counts smoothed over windows of 16
+//! to 2,048 k's, 11.3–11.9 s against 11.8–12.2 s (noise); [`CHUNKS`] of 32 or 64, same CPU;
+//! prefetching every line of the fixed run 3 or 6 k's ahead, 12.25–12.47 s against
+//! 11.94–12.28 s; with the fixed counts (kernel), blocks of 2^14 0.348 ns (the old code at
+//! 2^15: 0.371) and 2^16 0.411 (old at 2^16: 0.348), where 2^15 gave 0.339 (old: 0.358);
+//! prefetchnta instead of prefetcht0 0.410 vs 0.438 ns and 0.379 vs 0.371 (noise); the
+//! run's end found by a branchless binary search over 128 p's, 0.546 vs 0.372 ns, still
+//! 0.53–0.60 vs 0.39–0.45 when done 1 to 8 k's ahead. Before the fixed counts, in a first
+//! kernel that left k < 512 idle (1.6% of the k's; approximate): two k's interleaved in one
+//! loop 0.379 vs 0.356 ns; blocks taken in serpentine order of k 0.385 vs 0.366; one visit
+//! per segment into a bitset of the segment (32 KiB) 0.489 vs 0.358; prefetching 4 lines
+//! instead of 2, or 6 or 10 k's ahead instead of 3, within ±4%.
+//!
+//! `iv_cold --baseline --runs 3 1000000000` after these changes: wall 9.23 s baseline,
+//! 6.45 s current (0.70×); CPU 17.23 s, 11.42 s (0.66×); its third current run lost a core
+//! to another process (11.36 s wall). The goal of ≤ 0.6× wall is still not met.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -59,8 +100,9 @@ const PREFETCH_AHEAD: usize = 3;
 /// free.
 const CHUNKS: usize = 16;
 
-/// P-positions marked per step: one check of the step's last p, then plain stores.
-const GROUP: usize = 8;
+/// P-positions marked per step: one check of the step's last p, then plain stores. 16,
+/// since the counts are fixed (12 and 8 cost 4% and 6% more CPU: "whole" runs above).
+const GROUP: usize = 16;
 
 /// One byte a number of the segment, non-zero when marked winning. Indices are masked to
 /// the size, which drops the bounds checks from the hot loop without `unsafe`.
@@ -90,20 +132,44 @@ fn prefetch(losing: &[u32], at: usize) {
 
 /// Marks p + k² in [lo, hi) for every known P-position p < lo and every k of one chunk,
 /// k = `first_k`, `first_k` + 1, ..., one cursor each: for each k, the index in the list
-/// of the first p whose mark p + k² is not made yet.
-fn mark_chunk(losing: &[u32], lo: u64, hi: u64, first_k: u64, cursors: &mut [usize], marks: &mut [u8; LEN]) {
+/// of the first p whose mark p + k² is not made yet. `groups` holds, for each k, the
+/// groups it marked a block in the previous segment, rounded; this call updates it.
+/// `starts` is scratch space, reused from chunk to chunk.
+fn mark_chunk(
+    losing: &[u32],
+    (lo, hi): (u64, u64),
+    first_k: u64,
+    cursors: &mut [usize],
+    groups: &mut [u32],
+    starts: &mut Vec<usize>,
+    marks: &mut [u8; LEN],
+) {
+    starts.clear();
+    starts.extend_from_slice(cursors);
     let mut block_lo = lo;
     while block_lo < hi {
-        let block_hi = (block_lo + BLOCK).min(hi);
-        mark_block(losing, lo, hi, block_hi, first_k, cursors, marks);
+        let block_hi = block_lo + BLOCK;
+        if block_hi < hi {
+            mark_block(losing, lo, hi, block_hi, first_k, cursors, groups, marks);
+        } else {
+            finish_runs(losing, lo, hi, first_k, cursors, starts, marks);
+        }
         block_lo = block_hi;
+    }
+    let blocks = (hi - lo).div_ceil(BLOCK) as usize * GROUP;
+    for ((group, &cursor), &start) in groups.iter_mut().zip(&*cursors).zip(&*starts) {
+        *group = ((cursor - start + blocks / 2) / blocks).try_into().unwrap_or(u32::MAX);
     }
 }
 
-/// Marks up to `block_hi` in the segment [lo, hi): for each k of the chunk with
-/// k² < `block_hi`, every group of p's from the cursor on that lands whole below
-/// `block_hi`. A group straddling the end is left to the next block (its stores still land
-/// inside the segment), and the last block finishes the runs one p at a time, up to `hi`.
+/// Marks one block short of the segment's end: for each k of the chunk with
+/// k² < `block_hi`, as many groups of p's from the cursor on as the k marked a block in
+/// the previous segment. The count is not where the k's run in this block ends, but it
+/// is the same for long stretches of k's, so the loop's exit is predicted; checking for the
+/// run's end instead cost a mispredicted branch a (block, k). Stores past the block still
+/// land in the segment (each group is checked against its end), the cursors that fall
+/// behind catch up in the last block, and the last block marks the rest exactly.
+#[allow(clippy::too_many_arguments)]
 fn mark_block(
     losing: &[u32],
     lo: u64,
@@ -111,17 +177,56 @@ fn mark_block(
     block_hi: u64,
     first_k: u64,
     cursors: &mut [usize],
+    groups: &[u32],
     marks: &mut [u8; LEN],
 ) {
-    let limit = (block_hi - lo) as u32;
+    let limit = (hi - lo) as u32;
     let count = (isqrt(block_hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
     for i in 0..count {
         if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
             prefetch(losing, ahead);
         }
         let k = first_k + i as u64;
-        // p + k² − lo for p at or past the cursor lies in [0, hi − lo): the wrapping
-        // u32 sum is exact, and one below `limit` lands before `block_hi`.
+        // p + k² − lo for p at or past the cursor lies in [0, 2^32): the wrapping u32
+        // sum is exact, and one below `limit` lands before `hi`.
+        let offset = (k * k).wrapping_sub(lo) as u32;
+        let mut at = cursors[i];
+        for _ in 0..groups[i] {
+            let Some(group) = losing.get(at..at + GROUP) else { break };
+            if group[GROUP - 1].wrapping_add(offset) >= limit {
+                break;
+            }
+            for &p in group {
+                set(marks, p.wrapping_add(offset) as usize);
+            }
+            at += GROUP;
+        }
+        cursors[i] = at;
+    }
+}
+
+/// Marks the segment's last block: for each k of the chunk, every p from the cursor on
+/// that lands below `hi`, a group at a time while the group's last p does; then the few
+/// left, counted without branches, by storing the GROUP p's that end the run (some a
+/// second time, which is harmless) when they all belong to the k's run in this segment
+/// (from `starts`, the cursors at the segment's start). One at a time, the few left cost
+/// a mispredicted exit a k.
+fn finish_runs(
+    losing: &[u32],
+    lo: u64,
+    hi: u64,
+    first_k: u64,
+    cursors: &mut [usize],
+    starts: &[usize],
+    marks: &mut [u8; LEN],
+) {
+    let limit = (hi - lo) as u32;
+    let count = (isqrt(hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
+    for i in 0..count {
+        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
+            prefetch(losing, ahead);
+        }
+        let k = first_k + i as u64;
         let offset = (k * k).wrapping_sub(lo) as u32;
         let mut at = cursors[i];
         while let Some(group) = losing.get(at..at + GROUP) {
@@ -133,10 +238,22 @@ fn mark_block(
             }
             at += GROUP;
         }
-        if block_hi == hi {
-            while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
-                set(marks, p.wrapping_add(offset) as usize);
-                at += 1;
+        // The list is sorted and p + k² < 2^32, so the p's below `limit` are a prefix.
+        let left = losing
+            .get(at..at + GROUP)
+            .map(|group| group.iter().map(|&p| usize::from(p.wrapping_add(offset) < limit)).sum::<usize>());
+        match left {
+            Some(left) if at + left >= starts[i] + GROUP => {
+                for &p in &losing[at + left - GROUP..at + left] {
+                    set(marks, p.wrapping_add(offset) as usize);
+                }
+                at += left;
+            }
+            _ => {
+                while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
+                    set(marks, p.wrapping_add(offset) as usize);
+                    at += 1;
+                }
             }
         }
         cursors[i] = at;
@@ -148,6 +265,9 @@ fn mark_block(
 pub struct Sieve {
     /// The cursor of k at index k − 1, for every k with k² below the last segment's end.
     cursors: Vec<usize>,
+    /// At index k − 1, the groups of p's k marked a block in the last segment, rounded
+    /// (0 after a resync: the last block then marks everything).
+    groups: Vec<u32>,
     /// One segment of marks per worker.
     marks: [Marks; 2],
     /// The start of the next segment the cursors are valid for; `None` forces a resync.
@@ -164,7 +284,7 @@ impl Sieve {
     /// A sieve with no state; the first segment (from any start) resyncs it.
     pub fn new() -> Self {
         let zeroed = || vec![0; LEN].try_into().expect("LEN bytes");
-        Sieve { cursors: Vec::new(), marks: [zeroed(), zeroed()], next: None }
+        Sieve { cursors: Vec::new(), groups: Vec::new(), marks: [zeroed(), zeroed()], next: None }
     }
 
     /// Classifies [lo, hi) and appends its P-positions to `found`, in order.
@@ -178,10 +298,12 @@ impl Sieve {
         if self.next == Some(lo) {
             // A new k has k² ≥ the previous end = lo, so every p + k² ≥ lo: from p = 0.
             self.cursors.resize(max_k as usize, 0);
+            self.groups.resize(max_k as usize, 0);
         } else {
             // A list that did not come from this sieve (loaded from disk, or after a panic
             // left the cursors half-updated): every cursor by binary search.
             self.cursors = (1..=max_k).map(|k| first_at_least(losing, 0, lo.saturating_sub(k * k))).collect();
+            self.groups = vec![0; max_k as usize];
         }
         // A panic below leaves the cursors half-updated: the next call resyncs.
         self.next = None;
@@ -192,14 +314,17 @@ impl Sieve {
         }
         let chunk_len = (max_k as usize).div_ceil(CHUNKS).max(1);
         // The heaviest chunks (large k: the list is densest at small p) go first.
-        let queue = Mutex::new(self.cursors.chunks_mut(chunk_len).enumerate().rev());
+        let chunks = self.cursors.chunks_mut(chunk_len).zip(self.groups.chunks_mut(chunk_len));
+        let queue = Mutex::new(chunks.enumerate().rev());
         let work = |marks: &mut Marks| {
             marks.fill(0);
+            let mut starts = Vec::with_capacity(chunk_len);
             loop {
                 // Not `while let`: that would hold the lock while marking.
                 let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
-                let Some((index, cursors)) = next else { break };
-                mark_chunk(losing, lo, hi, (index * chunk_len) as u64 + 1, cursors, marks);
+                let Some((index, (cursors, groups))) = next else { break };
+                let first_k = (index * chunk_len) as u64 + 1;
+                mark_chunk(losing, (lo, hi), first_k, cursors, groups, &mut starts, marks);
             }
         };
         let [mine, theirs] = &mut self.marks;
