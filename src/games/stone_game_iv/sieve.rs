@@ -12,7 +12,7 @@
 //! cursor is what the sieve waited on (half of its samples under `perf`): the list
 //! (7 MB at 10^9) is streamed once a block and is no longer cached when the next block
 //! comes back to it, so the cursors a few k's ahead are prefetched. The k's of a segment
-//! are cut into [`CHUNKS`] runs of consecutive k's, taken largest k first by whichever of
+//! are cut into `CHUNKS` runs of consecutive k's, taken largest k first by whichever of
 //! two workers (the caller and a scoped thread) is free, each into its own marks; the
 //! segment is then finished in order, reading both marks, since a P-position found inside
 //! it marks later numbers of the same segment.
@@ -62,7 +62,7 @@
 //! unchecked stores (`get_unchecked_mut`, no index mask) 11.62 → 11.12 s whole, but a
 //! caller passing an unsorted list to this safe API could then write out of bounds; the
 //! descending order of k 11.62 → 11.52 s whole (noise); counts smoothed over windows of 16
-//! to 2,048 k's, 11.3–11.9 s against 11.8–12.2 s (noise); [`CHUNKS`] of 32 or 64, same CPU;
+//! to 2,048 k's, 11.3–11.9 s against 11.8–12.2 s (noise); `CHUNKS` of 32 or 64, same CPU;
 //! prefetching every line of the fixed run 3 or 6 k's ahead, 12.25–12.47 s against
 //! 11.94–12.28 s; with the fixed counts (kernel), blocks of 2^14 0.348 ns (the old code at
 //! 2^15: 0.371) and 2^16 0.411 (old at 2^16: 0.348), where 2^15 gave 0.339 (old: 0.358);
