@@ -82,9 +82,13 @@ impl Default for SolveConfig {
             winner_only: false,
             tls: TlsFiles::default(),
             retry_for: Duration::from_secs(60),
-            batch_problems: nonzero(4096),
-            batch_bytes: nonzero(256 * 1024),
-            window: nonzero(8),
+            // 1,024 problems / 64 KiB a batch (a batch's decoded problems and answers
+            // stay in the L2 cache), 16 in flight (1 MiB a connection): on issue 11's
+            // real-world shape 0.38 s against 0.43 s with 4,096 / 256 KiB / 8, embedded,
+            // and 0.41 s against 0.47 s with a separate server on loopback (README).
+            batch_problems: nonzero(1024),
+            batch_bytes: nonzero(64 * 1024),
+            window: nonzero(16),
             in_flight_bytes: nonzero(16 << 20),
             max_message_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
             compression: None,
