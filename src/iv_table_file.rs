@@ -67,6 +67,15 @@ pub enum IvTableFileError {
         /// The version found.
         version: u32,
     },
+    /// The header's reserved word is not 0: written by a newer build that gave it a
+    /// meaning this one does not know.
+    #[error("{path}: reserved header word {flags:#x}, expected 0 (a newer format?)")]
+    UnsupportedFlags {
+        /// The file.
+        path: PathBuf,
+        /// The word found.
+        flags: u32,
+    },
     /// The size does not match the header's count: truncated or padded.
     #[error("{path}: {found} bytes, expected {expected}")]
     BadLength {
@@ -151,6 +160,10 @@ impl IvTableFile {
         let version = u32_at(8);
         if version != VERSION {
             return Err(IvTableFileError::UnsupportedVersion { path, version });
+        }
+        let flags = u32_at(12);
+        if flags != 0 {
+            return Err(IvTableFileError::UnsupportedFlags { path, flags });
         }
         let (covered, count) = (u64_at(16), u64_at(24));
         let expected = count.saturating_mul(4).saturating_add((HEADER_BYTES + CRC_BYTES) as u64);
@@ -248,6 +261,7 @@ impl IvTableStore {
             Err(err @ (IvTableFileError::Io { .. } | IvTableFileError::BadMagic { .. })) => Err(err),
             Err(
                 err @ (IvTableFileError::UnsupportedVersion { .. }
+                | IvTableFileError::UnsupportedFlags { .. }
                 | IvTableFileError::BadLength { .. }
                 | IvTableFileError::BadChecksum { .. }
                 | IvTableFileError::BadList { .. }
@@ -336,6 +350,18 @@ mod tests {
         let mut bytes = table().encode();
         bytes[8] = 2;
         assert!(matches!(decode(&bytes), Err(IvTableFileError::UnsupportedVersion { version: 2, .. })));
+    }
+
+    #[test]
+    fn a_non_zero_reserved_word_is_refused_even_with_a_good_checksum() {
+        let mut bytes = table().encode();
+        bytes[12] = 1;
+        let content = bytes.len() - CRC_BYTES;
+        let crc = crc32fast::hash(&bytes[..content]);
+        bytes[content..].copy_from_slice(&crc.to_le_bytes());
+        let err = decode(&bytes).unwrap_err();
+        assert!(matches!(err, IvTableFileError::UnsupportedFlags { flags: 1, .. }), "{err}");
+        assert!(err.to_string().ends_with("reserved header word 0x1, expected 0 (a newer format?)"), "{err}");
     }
 
     #[test]
