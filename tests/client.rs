@@ -524,3 +524,35 @@ fn gen_is_deterministic_and_reproducible_from_the_binary() {
     assert_ne!(read(&first), read(&other));
     assert_eq!(read(&first).iter().filter(|&&b| b == b'\n').count(), 1000);
 }
+
+/// mimalloc asks for 2 MiB pages, which made the bulk client's peak RSS 95–129 MB on
+/// issue 11's real-world shape; the client turns them off for its whole process.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_client_runs_without_transparent_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.jsonl");
+    let mut run = Command::new(CLIENT)
+        .args(["solve", "-", "-o", path_str(&output), "--quiet"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The flag is set first thing in main; the client then waits for input.
+    let status = format!("/proc/{}/status", run.id());
+    let thp = || {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        text.lines().find_map(|line| line.strip_prefix("THP_enabled:").map(|v| v.trim().to_owned()))
+    };
+    let mut seen = thp();
+    for _ in 0..100 {
+        if seen.as_deref() == Some("0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        seen = thp();
+    }
+    drop(run.stdin.take());
+    assert!(run.wait().unwrap().success());
+    assert_eq!(seen.as_deref(), Some("0"), "THP_enabled in {status}");
+}
