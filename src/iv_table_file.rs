@@ -145,8 +145,8 @@ impl IvTableFile {
         bytes
     }
 
-    /// Parses and verifies the bytes of the file at `path` (named in errors).
-    fn decode(bytes: &[u8], path: &Path) -> Result<Self, IvTableFileError> {
+    /// Parses and verifies the bytes of a table file; `path` only names it in errors.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, IvTableFileError> {
         let path = path.to_path_buf();
         if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
             return Err(IvTableFileError::BadMagic { path });
