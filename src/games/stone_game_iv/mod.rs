@@ -174,10 +174,12 @@ impl StoneGameIvTable {
     /// pile up to `n` is answered without blocking.
     pub fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         self.check_limit(n)?;
+        // The list first: a caller waiting for a small pile while a long extension runs
+        // then builds the move table itself, as soon as the list covers it.
+        self.extend_list_to(n);
         if self.needs_small_moves(n) {
             self.grow_small_moves(n.min(SMALL_MOVES_END - 1));
         }
-        self.extend_list_to(n);
         Ok(())
     }
 
