@@ -181,28 +181,9 @@ fn mark_block(
     marks: &mut [u8; LEN],
 ) {
     let limit = (hi - lo) as u32;
-    let count = (isqrt(block_hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
-    for i in 0..count {
-        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
-            prefetch(losing, ahead);
-        }
-        let k = first_k + i as u64;
-        // p + k² − lo for p at or past the cursor lies in [0, 2^32): the wrapping u32
-        // sum is exact, and one below `limit` lands before `hi`.
-        let offset = (k * k).wrapping_sub(lo) as u32;
-        let mut at = cursors[i];
-        for _ in 0..groups[i] {
-            let Some(group) = losing.get(at..at + GROUP) else { break };
-            if group[GROUP - 1].wrapping_add(offset) >= limit {
-                break;
-            }
-            for &p in group {
-                set(marks, p.wrapping_add(offset) as usize);
-            }
-            at += GROUP;
-        }
-        cursors[i] = at;
-    }
+    for_each_k(losing, lo, block_hi, first_k, cursors, |i, offset, at| {
+        mark_groups(losing, at, offset, limit, groups[i] as usize, marks)
+    });
 }
 
 /// Marks the segment's last block: for each k of the chunk, every p from the cursor on
@@ -221,23 +202,8 @@ fn finish_runs(
     marks: &mut [u8; LEN],
 ) {
     let limit = (hi - lo) as u32;
-    let count = (isqrt(hi - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
-    for i in 0..count {
-        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
-            prefetch(losing, ahead);
-        }
-        let k = first_k + i as u64;
-        let offset = (k * k).wrapping_sub(lo) as u32;
-        let mut at = cursors[i];
-        while let Some(group) = losing.get(at..at + GROUP) {
-            if group[GROUP - 1].wrapping_add(offset) >= limit {
-                break;
-            }
-            for &p in group {
-                set(marks, p.wrapping_add(offset) as usize);
-            }
-            at += GROUP;
-        }
+    for_each_k(losing, lo, hi, first_k, cursors, |i, offset, at| {
+        let at = mark_groups(losing, at, offset, limit, usize::MAX, marks);
         // The list is sorted and p + k² < 2^32, so the p's below `limit` are a prefix.
         let left = losing
             .get(at..at + GROUP)
@@ -247,17 +213,66 @@ fn finish_runs(
                 for &p in &losing[at + left - GROUP..at + left] {
                     set(marks, p.wrapping_add(offset) as usize);
                 }
-                at += left;
+                at + left
             }
             _ => {
+                let mut at = at;
                 while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
                     set(marks, p.wrapping_add(offset) as usize);
                     at += 1;
                 }
+                at
             }
         }
-        cursors[i] = at;
+    });
+}
+
+/// Runs `mark(i, offset, cursor)` for each k = `first_k` + i of the chunk with
+/// k² < `end`, prefetching the list at the cursors a few k's ahead, and stores the
+/// cursor it returns. `offset` is k² − `lo` as a wrapping u32: for p at or past the
+/// cursor, p + k² − lo lies in [0, 2^32), so the wrapping sum p + offset is exact.
+#[inline(always)]
+fn for_each_k(
+    losing: &[u32],
+    lo: u64,
+    end: u64,
+    first_k: u64,
+    cursors: &mut [usize],
+    mut mark: impl FnMut(usize, u32, usize) -> usize,
+) {
+    let count = (isqrt(end - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
+    for i in 0..count {
+        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
+            prefetch(losing, ahead);
+        }
+        let k = first_k + i as u64;
+        let offset = (k * k).wrapping_sub(lo) as u32;
+        cursors[i] = mark(i, offset, cursors[i]);
     }
+}
+
+/// Marks up to `max_groups` whole groups of p's from `at` on, each whose last p lands
+/// below `limit` (the segment's end, relative to its start); returns where it stopped.
+#[inline(always)]
+fn mark_groups(
+    losing: &[u32],
+    mut at: usize,
+    offset: u32,
+    limit: u32,
+    max_groups: usize,
+    marks: &mut [u8; LEN],
+) -> usize {
+    for _ in 0..max_groups {
+        let Some(group) = losing.get(at..at + GROUP) else { break };
+        if group[GROUP - 1].wrapping_add(offset) >= limit {
+            break;
+        }
+        for &p in group {
+            set(marks, p.wrapping_add(offset) as usize);
+        }
+        at += GROUP;
+    }
+    at
 }
 
 /// The state of a sieve between segments: per-k cursors and two segments of marks.
