@@ -54,7 +54,12 @@ fn replace_number_reader(code: &str) -> Result<String, String> {
     if !code.contains(PBJSON) {
         return Err(format!("pbjson's output no longer uses {PBJSON}: update build.rs"));
     }
-    Ok(code.replace(PBJSON, "crate::json_number::NumberDeserialize"))
+    const LIST: &str = "Vec<crate::json_number::NumberDeserialize<_>>";
+    let code = code.replace(PBJSON, "crate::json_number::NumberDeserialize");
+    if !code.contains(LIST) {
+        return Err(format!("pbjson's output no longer reads repeated integers as {LIST}: update build.rs"));
+    }
+    Ok(code.replace(LIST, "crate::json_number::NumberVec<_>"))
 }
 
 /// The names of the schema's real oneofs (not proto3 `optional`'s synthetic ones).
