@@ -77,6 +77,10 @@
 //! `iv_cold --baseline --runs 3 1000000000` after these changes: wall 9.23 s baseline,
 //! 6.45 s current (0.70×); CPU 17.23 s, 11.42 s (0.66×); its third current run lost a core
 //! to another process (11.36 s wall). The goal of ≤ 0.6× wall is still not met.
+//! Also tried after the round: the finish pass's in-segment marks (~150,000 scattered
+//! stores a segment near 10^9, on one thread) into a 32 KiB bitset instead of the 256 KiB
+//! byte marks, `iv_cold --runs 1 1000000000` alternately three times: wall 6.17, 6.64,
+//! 6.66 s against 6.11, 6.15, 6.76 s, CPU alike: no gain, not kept.
 
 use std::sync::{Mutex, PoisonError};
 
