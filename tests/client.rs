@@ -556,3 +556,33 @@ fn the_client_runs_without_transparent_huge_pages() {
     assert!(run.wait().unwrap().success());
     assert_eq!(seen.as_deref(), Some("0"), "THP_enabled in {status}");
 }
+
+/// A device or a pipe as the output gets no sidecar (nothing there can be resumed), and
+/// `--resume` refuses it.
+#[test]
+fn an_output_that_is_not_a_regular_file_gets_no_sidecar() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, fifo, copy) =
+        (dir.path().join("in.jsonl"), dir.path().join("out.fifo"), dir.path().join("copy.jsonl"));
+    generate(&input, 3_000, 41);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // Drains the pipe into a file, as `tee` would.
+    let drain = {
+        let (fifo, copy) = (fifo.clone(), copy.clone());
+        std::thread::spawn(move || std::fs::write(copy, std::fs::read(fifo).unwrap()).unwrap())
+    };
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&fifo), "--quiet"]);
+    drain.join().unwrap();
+    assert!(status.success(), "{stderr}");
+    assert_all_correct(&input, &copy);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!names.iter().any(|name| name.to_string_lossy().ends_with(".resume")), "{names:?}");
+
+    let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&fifo), "--resume"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        stderr.contains(&format!("--resume needs a regular output file; {} is not one", fifo.display())),
+        "{stderr}"
+    );
+}

@@ -124,6 +124,12 @@ pub enum ClientError {
     /// `--resume` needs an output file to resume from.
     #[error("--resume needs an output file (-o FILE)")]
     ResumeNeedsOutput,
+    /// `--resume` was given an output that is not a regular file (a device, a pipe).
+    #[error("--resume needs a regular output file; {path} is not one")]
+    ResumeNeedsRegularFile {
+        /// The output given.
+        path: PathBuf,
+    },
     /// TLS files were given, but no server would use them.
     #[error("--ca-cert, --client-cert and --client-key apply to https:// servers, and none is given")]
     TlsWithoutHttps,
@@ -225,8 +231,9 @@ impl Run {
         let (to_writer, inbox) = mpsc::channel();
         let progress = Progress::new(config.progress, reader.raw_len());
         let builder = BatchBuilder::new(config.batch_problems, config.batch_bytes, config.winner_only);
-        let reading =
-            Reading { builder, fingerprint: resumed.fingerprint, max_line_bytes: config.max_message_bytes };
+        // Without a sidecar no checkpoint is ever saved: the input is not hashed.
+        let fingerprint = sidecar.is_some().then_some(resumed.fingerprint);
+        let reading = Reading { builder, fingerprint, max_line_bytes: config.max_message_bytes };
         let reader = {
             let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
             tokio::task::spawn_blocking(move || reading.run(reader, &budget, &queue, &to_writer))
@@ -375,8 +382,10 @@ fn same_file(a: &Path, b: &Path) -> bool {
 type Output = (Box<dyn Write + Send>, Option<Sidecar>, Resumed);
 
 /// Opens the output: stdout, a fresh file, or (`--resume`) an existing one, proven to be
-/// this input's, to append to; `reader` is then past the lines it answers. A file output
-/// gets its sidecar before any line is written.
+/// this input's, to append to; `reader` is then past the lines it answers. A regular file
+/// output gets its sidecar before any line is written; stdout, a device (`-o /dev/null`)
+/// or a pipe gets none, since nothing there can be resumed (and `/dev/null.resume` is
+/// no place for a file).
 fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Output, ClientError> {
     const OUTPUT_BUFFER: usize = 1 << 20;
     let Some(path) = &config.output else {
@@ -386,6 +395,17 @@ fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Outpu
         let stdout = Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout()));
         return Ok((stdout, None, Resumed::default()));
     };
+    // A path that does not exist yet becomes a regular file.
+    if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+        if config.resume {
+            return Err(ClientError::ResumeNeedsRegularFile { path: path.clone() });
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
+        return Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), None, Resumed::default()));
+    }
     let options =
         OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
     let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
@@ -408,8 +428,9 @@ fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Outpu
 /// straight to the writer).
 struct Reading {
     builder: BatchBuilder,
-    /// Of the lines read so far, resumed ones included.
-    fingerprint: Fingerprint,
+    /// Of the lines read so far, resumed ones included; `None` when there is no sidecar
+    /// to save it in.
+    fingerprint: Option<Fingerprint>,
     max_line_bytes: usize,
 }
 
@@ -422,9 +443,9 @@ impl Reading {
         writer: &mpsc::Sender<ToWriter>,
     ) {
         let raw_bytes = reader.raw_bytes_read();
-        let mark = |fingerprint: &Fingerprint| InputMark {
+        let mark = |fingerprint: &Option<Fingerprint>| InputMark {
             raw_offset: raw_bytes.load(Ordering::Relaxed),
-            checkpoint: fingerprint.checkpoint(),
+            checkpoint: fingerprint.as_ref().map(Fingerprint::checkpoint).unwrap_or_default(),
         };
         let mut batches = 0u64;
         let mut dispatch = |mut batch: Batch| -> bool {
@@ -443,11 +464,15 @@ impl Reading {
             let full = match reader.next_line(&mut line) {
                 Ok(Some(Line::Text { .. })) if is_blank(&line) => continue,
                 Ok(Some(read @ Line::Text { number })) => {
-                    self.fingerprint.add(read, &line);
+                    if let Some(fingerprint) = &mut self.fingerprint {
+                        fingerprint.add(read, &line);
+                    }
                     self.builder.push_line(&line, number)
                 }
                 Ok(Some(read @ Line::TooLong { number, len })) => {
-                    self.fingerprint.add(read, &line);
+                    if let Some(fingerprint) = &mut self.fingerprint {
+                        fingerprint.add(read, &line);
+                    }
                     let err = LineError::TooLong { line: number, len, limit: self.max_line_bytes };
                     self.builder.push_rejected(number.to_string(), err)
                 }
