@@ -6,7 +6,7 @@
 //! move), kept only to measure against.
 
 use super::gallop::{first_at_least, last_at_most};
-use super::sieve::isqrt;
+use super::sieve::{isqrt, losing_positions_by};
 
 /// Numbers classified per segment: 2^18, so that each worker's marks (256 KiB) sit in
 /// this machine's 1 MiB L2 next to the list they stream.
@@ -143,17 +143,7 @@ fn finish_segment(marks: &mut [u8; LEN], lo: u64, len: usize, found: &mut Vec<u3
 /// Every P-position below `end` (at most 2^32), computed from scratch.
 pub fn losing_positions_below(end: u64) -> Vec<u32> {
     let mut sieve = Sieve::new();
-    let mut losing = Vec::new();
-    let mut found = Vec::new();
-    let mut lo = 0;
-    while lo < end {
-        let hi = (lo + SEGMENT).min(end);
-        found.clear();
-        sieve.classify(&losing, lo, hi, &mut found);
-        losing.extend_from_slice(&found);
-        lo = hi;
-    }
-    losing
+    losing_positions_by(end, SEGMENT, |losing, lo, hi, found| sieve.classify(losing, lo, hi, found))
 }
 
 /// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any, by

@@ -397,13 +397,23 @@ pub(super) fn isqrt(n: u64) -> u64 {
 /// Every P-position below `end` (at most 2^32), computed from scratch.
 pub fn losing_positions_below(end: u64) -> Vec<u32> {
     let mut sieve = Sieve::new();
+    losing_positions_by(end, SEGMENT, |losing, lo, hi, found| sieve.classify(losing, lo, hi, found))
+}
+
+/// Every P-position below `end`, from `classify(losing, lo, hi, found)` called on
+/// consecutive ranges of `segment` numbers (this sieve's or the frozen baseline's).
+pub(super) fn losing_positions_by(
+    end: u64,
+    segment: u64,
+    mut classify: impl FnMut(&[u32], u64, u64, &mut Vec<u32>),
+) -> Vec<u32> {
     let mut losing = Vec::new();
     let mut found = Vec::new();
     let mut lo = 0;
     while lo < end {
-        let hi = (lo + SEGMENT).min(end);
+        let hi = (lo + segment).min(end);
         found.clear();
-        sieve.classify(&losing, lo, hi, &mut found);
+        classify(&losing, lo, hi, &mut found);
         losing.extend_from_slice(&found);
         lo = hi;
     }
