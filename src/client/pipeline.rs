@@ -396,32 +396,31 @@ fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Outpu
         return Ok((stdout, None, Resumed::default()));
     };
     // A path that does not exist yet becomes a regular file.
-    if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
-        if config.resume {
-            return Err(ClientError::ResumeNeedsRegularFile { path: path.clone() });
-        }
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
-        return Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), None, Resumed::default()));
+    let regular = !std::fs::metadata(path).is_ok_and(|meta| !meta.is_file());
+    if config.resume && !regular {
+        return Err(ClientError::ResumeNeedsRegularFile { path: path.clone() });
     }
     let options =
         OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
     let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
-    let input = match &config.input {
-        InputSource::Stdin => "-".to_owned(),
-        InputSource::File(path) => path.display().to_string(),
+    let sidecar = match regular {
+        true => {
+            let input = match &config.input {
+                InputSource::Stdin => "-".to_owned(),
+                InputSource::File(path) => path.display().to_string(),
+            };
+            Some(Sidecar::create(path, input, options, resumed.fingerprint.checkpoint())?)
+        }
+        false => None,
     };
-    let sidecar = Sidecar::create(path, input, options, resumed.fingerprint.checkpoint())?;
     let file = OpenOptions::new()
-        .create(true)
+        .create(regular)
         .write(true)
         .append(config.resume)
-        .truncate(!config.resume)
+        .truncate(regular && !config.resume)
         .open(path)
         .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
-    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), Some(sidecar), resumed))
+    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), sidecar, resumed))
 }
 
 /// The reading thread: lines → batches → queue (or, for batches without a single problem,
@@ -435,6 +434,13 @@ struct Reading {
 }
 
 impl Reading {
+    /// Adds a line read to the fingerprint, if one is kept.
+    fn fingerprint(&mut self, read: Line, line: &[u8]) {
+        if let Some(fingerprint) = &mut self.fingerprint {
+            fingerprint.add(read, line);
+        }
+    }
+
     fn run(
         mut self,
         mut reader: ProblemReader,
@@ -464,15 +470,11 @@ impl Reading {
             let full = match reader.next_line(&mut line) {
                 Ok(Some(Line::Text { .. })) if is_blank(&line) => continue,
                 Ok(Some(read @ Line::Text { number })) => {
-                    if let Some(fingerprint) = &mut self.fingerprint {
-                        fingerprint.add(read, &line);
-                    }
+                    self.fingerprint(read, &line);
                     self.builder.push_line(&line, number)
                 }
                 Ok(Some(read @ Line::TooLong { number, len })) => {
-                    if let Some(fingerprint) = &mut self.fingerprint {
-                        fingerprint.add(read, &line);
-                    }
+                    self.fingerprint(read, &line);
                     let err = LineError::TooLong { line: number, len, limit: self.max_line_bytes };
                     self.builder.push_rejected(number.to_string(), err)
                 }
