@@ -29,6 +29,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let metadata = format!("{error}.metadata");
     tonic_prost_build::configure()
         .btree_map(&metadata)
+        // prost, with a faster decoder for batches (src/codec.rs).
+        .codec_path("crate::codec::GrpcCodec")
         .file_descriptor_set_path(&descriptor_path)
         .compile_protos(&[proto], &["proto"])?;
 

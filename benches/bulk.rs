@@ -3,6 +3,7 @@
 //! - `client_parse/*`: input JSON lines → encoded `SolveBatchStreamRequest`, the reading
 //!   thread's work (`BatchBuilder::push_line`), in MB/s of input;
 //! - `server/*`: what the server does with a decoded batch: `decode` the request,
+//!   (`decode_prost`: with prost's generated decoder instead of `src/codec.rs`),
 //!   `solve` it (`Solver::solve_batch`: convert, fan out, solve, build the solutions),
 //!   `encode` the response, and `all` three in a row.
 //!
@@ -20,6 +21,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 use gamesolver::client::gen::{self, GenConfig, SizeRange};
 use gamesolver::client::{BatchBuilder, InputMark};
+use gamesolver::codec::FastDecode;
 use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb::{self, problem::Game as G};
 use gamesolver::service::{Solver, SolverConfig};
@@ -104,7 +106,10 @@ fn server(c: &mut Criterion) {
         .filter(|(name, _)| *name != "real_world")
         .map(|(n, l)| (n, encoded_batch(&l)))
         .collect();
-    let decode = |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode(bytes.clone()).unwrap();
+    // What the server's codec does (src/codec.rs), and prost alone for comparison.
+    let decode = |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode_fast(bytes).unwrap();
+    let decode_prost =
+        |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode(bytes.clone()).unwrap();
     let solve = |request: pb::SolveBatchStreamRequest| {
         runtime.block_on(solver.solve_batch(request.problems, request.winner_only)).unwrap()
     };
@@ -120,6 +125,9 @@ fn server(c: &mut Criterion) {
         let request = decode(bytes);
         let solutions = solve(request.clone());
         group.bench_function(BenchmarkId::new("decode", name), |b| b.iter(|| decode(black_box(bytes))));
+        group.bench_function(BenchmarkId::new("decode_prost", name), |b| {
+            b.iter(|| decode_prost(black_box(bytes)))
+        });
         group.bench_function(BenchmarkId::new("solve", name), |b| {
             b.iter_batched(|| request.clone(), solve, criterion::BatchSize::LargeInput)
         });

@@ -4,6 +4,8 @@
 //! - [`games`]: the pure solver core, one module a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
+//! - [`codec`]: the gRPC codec: prost, with a faster decoder for batches of problems and
+//!   solutions that gives way to prost for anything unusual.
 //! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
@@ -17,6 +19,7 @@
 
 pub mod allocator;
 pub mod client;
+pub mod codec;
 pub mod convert;
 pub mod games;
 pub mod iv_table_file;

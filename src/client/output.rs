@@ -18,6 +18,7 @@ use tonic::Code;
 
 use crate::client::batch::{Batch, InputMark};
 use crate::client::input::InputError;
+use crate::codec::FastDecode;
 use crate::convert;
 use crate::pb;
 
@@ -129,10 +130,12 @@ impl<W: Write> SolutionWriter<W> {
     fn write_batch(&mut self, answered: Answered) -> Result<Written, OutputError> {
         let Answered { batch, solutions } = answered;
         let seq = batch.seq;
-        // Sized up front: growing the vector a solution at a time moved every solution
-        // about twice.
-        let mut decoded = pb::SolveBatchStreamResponse { solutions: Vec::with_capacity(batch.problems) };
-        decoded.merge(solutions).map_err(|source| OutputError::Decode { seq, source })?;
+        // The codec's decoder, which sizes the vector exactly; prost for what it leaves.
+        let decoded = match pb::SolveBatchStreamResponse::decode_fast(&solutions) {
+            Some(decoded) => decoded,
+            None => pb::SolveBatchStreamResponse::decode(solutions)
+                .map_err(|source| OutputError::Decode { seq, source })?,
+        };
         if decoded.solutions.len() != batch.problems {
             return Err(OutputError::Mismatch {
                 seq,

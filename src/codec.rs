@@ -1,0 +1,496 @@
+//! The service's gRPC codec: prost's, except that batches of problems (the bulk of all
+//! traffic) and of solutions are read by a decoder written for their few fields.
+//!
+//! prost's generated decoder goes through a generic dispatch for every field and grows
+//! each Stone Game IX `stones` vector from empty; this one walks the bytes once and sizes
+//! every vector exactly (`cargo bench --bench bulk`, `server/decode`). It takes only the
+//! encoding every protobuf library writes: one-byte keys of known fields, a game or a
+//! move at most once, packed repeated integers. Anything else (an unknown field, a field
+//! given twice, unpacked integers, a bad varint or string) makes it give up, and the
+//! message is decoded by prost instead, so the outcome, value or error, is always
+//! prost's. The tests below and the `batch_decode` fuzz target check exactly that.
+
+use std::marker::PhantomData;
+
+use prost::bytes::Buf;
+use prost::Message;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::Status;
+use tonic_prost::{ProstDecoder, ProstEncoder};
+
+use crate::pb;
+
+/// The generated service's and client's codec (`build.rs` names it).
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcCodec<T, U>(PhantomData<(T, U)>);
+
+impl<T, U> Default for GrpcCodec<T, U> {
+    fn default() -> Self {
+        GrpcCodec(PhantomData)
+    }
+}
+
+impl<T, U> Codec for GrpcCodec<T, U>
+where
+    T: Message + Send + 'static,
+    U: FastDecode + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = BatchDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BatchDecoder(ProstDecoder::default())
+    }
+}
+
+/// Decodes with [`FastDecode`] when it can, with prost otherwise.
+#[derive(Debug, Clone)]
+pub struct BatchDecoder<U>(ProstDecoder<U>);
+
+impl<U: FastDecode> Decoder for BatchDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        match take_fast(buf) {
+            Some(message) => Ok(Some(message)),
+            None => self.0.decode(buf),
+        }
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
+    }
+}
+
+/// The message in `buf` if [`FastDecode`] takes it, consumed; else `None`, with `buf`
+/// untouched.
+fn take_fast<U: FastDecode>(buf: &mut impl Buf) -> Option<U> {
+    let len = buf.remaining();
+    // A message is one contiguous buffer once tonic has it (`DecodeBuf` over a
+    // `BytesMut`); the check only keeps this correct if that ever changes.
+    if buf.chunk().len() != len {
+        return None;
+    }
+    let message = U::decode_fast(buf.chunk())?;
+    buf.advance(len);
+    Some(message)
+}
+
+/// A message with an optional fast decoder.
+pub trait FastDecode: Message + Default {
+    /// The message in `bytes`, or `None` to leave it to prost. When it is `Some`, it is
+    /// what `Message::decode(bytes)` gives.
+    fn decode_fast(_bytes: &[u8]) -> Option<Self> {
+        None
+    }
+}
+
+impl FastDecode for pb::SolveRequest {}
+impl FastDecode for pb::SolveResponse {}
+impl FastDecode for pb::SolveStreamRequest {}
+impl FastDecode for pb::SolveStreamResponse {}
+
+impl FastDecode for pb::SolveBatchRequest {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        let (problems, winner_only) = problems(bytes)?;
+        Some(pb::SolveBatchRequest { problems, winner_only })
+    }
+}
+
+impl FastDecode for pb::SolveBatchStreamRequest {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        let (problems, winner_only) = problems(bytes)?;
+        Some(pb::SolveBatchStreamRequest { problems, winner_only })
+    }
+}
+
+impl FastDecode for pb::SolveBatchResponse {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        Some(pb::SolveBatchResponse { solutions: solutions(bytes)? })
+    }
+}
+
+impl FastDecode for pb::SolveBatchStreamResponse {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        Some(pb::SolveBatchStreamResponse { solutions: solutions(bytes)? })
+    }
+}
+
+/// Keys: a field number and wire type in one byte (`number << 3 | type`).
+const VARINT_1: u8 = 1 << 3;
+const LEN_1: u8 = 1 << 3 | 2;
+const VARINT_2: u8 = 2 << 3;
+const LEN_2: u8 = 2 << 3 | 2;
+const VARINT_3: u8 = 3 << 3;
+const LEN_3: u8 = 3 << 3 | 2;
+const LEN_4: u8 = 4 << 3 | 2;
+const LEN_5: u8 = 5 << 3 | 2;
+
+/// `SolveBatchRequest` and `SolveBatchStreamRequest`: `repeated Problem problems = 1;
+/// bool winner_only = 2;`.
+fn problems(bytes: &[u8]) -> Option<(Vec<pb::Problem>, bool)> {
+    let mut problems = Vec::with_capacity(count_messages(bytes)?);
+    let mut winner_only = false;
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            LEN_1 => problems.push(problem(fields.len_delimited()?)?),
+            // prost keeps the last of a scalar given twice, as this does.
+            VARINT_2 => winner_only = fields.varint()? != 0,
+            _ => return None,
+        }
+    }
+    Some((problems, winner_only))
+}
+
+/// `SolveBatchResponse` and `SolveBatchStreamResponse`: `repeated Solution solutions = 1;`.
+fn solutions(bytes: &[u8]) -> Option<Vec<pb::Solution>> {
+    let mut solutions = Vec::with_capacity(count_messages(bytes)?);
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            LEN_1 => solutions.push(solution(fields.len_delimited()?)?),
+            _ => return None,
+        }
+    }
+    Some(solutions)
+}
+
+/// How many field-1 messages `bytes` holds at its top level; `None` if it holds anything
+/// but those and varints.
+fn count_messages(bytes: &[u8]) -> Option<usize> {
+    let mut count = 0;
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key & 7 {
+            0 => drop(fields.varint()?),
+            2 => {
+                fields.len_delimited()?;
+                count += usize::from(key == LEN_1);
+            }
+            _ => return None,
+        }
+    }
+    Some(count)
+}
+
+/// `Problem`: `string id = 1; oneof game { SumGame sum_game = 2; StoneGameIx stone_game_ix
+/// = 3; StoneGameIv stone_game_iv = 4; }`.
+fn problem(bytes: &[u8]) -> Option<pb::Problem> {
+    use pb::problem::Game as G;
+    let mut problem = pb::Problem::default();
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        let value = match key {
+            LEN_1 | LEN_2 | LEN_3 | LEN_4 => fields.len_delimited()?,
+            _ => return None,
+        };
+        // prost merges a game given twice into the first: left to it.
+        if key != LEN_1 && problem.game.is_some() {
+            return None;
+        }
+        match key {
+            LEN_1 => problem.id = string(value)?,
+            LEN_2 => problem.game = Some(G::SumGame(pb::SumGame { num: only_string(value)? })),
+            LEN_3 => problem.game = Some(G::StoneGameIx(pb::StoneGameIx { stones: only_packed(value)? })),
+            _ => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
+        }
+    }
+    Some(problem)
+}
+
+/// `Solution`: `string id = 1; bool alice_wins = 2; Winner winner = 3; Move winning_move
+/// = 4; SolutionError error = 5;`. An error is decoded by prost: it is rare, and its map
+/// is not worth a second reader.
+fn solution(bytes: &[u8]) -> Option<pb::Solution> {
+    let mut solution = pb::Solution::default();
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            LEN_1 => solution.id = string(fields.len_delimited()?)?,
+            VARINT_2 => solution.alice_wins = fields.varint()? != 0,
+            // prost reads an enum as the low 32 bits of the varint.
+            VARINT_3 => solution.winner = fields.varint()? as i32,
+            LEN_4 if solution.winning_move.is_none() => {
+                solution.winning_move = Some(winning_move(fields.len_delimited()?)?);
+            }
+            LEN_5 if solution.error.is_none() => {
+                solution.error = Some(pb::SolutionError::decode(fields.len_delimited()?).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    Some(solution)
+}
+
+/// `Move`: `oneof game { SumGameMove sum_game = 1; StoneGameIxMove stone_game_ix = 2;
+/// StoneGameIvMove stone_game_iv = 3; }`.
+fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
+    use pb::r#move::Game as G;
+    let mut fields = Fields(bytes);
+    let game = match fields.key() {
+        None => None,
+        Some(LEN_1) => Some(G::SumGame(sum_game_move(fields.len_delimited()?)?)),
+        Some(LEN_2) => {
+            Some(G::StoneGameIx(pb::StoneGameIxMove { index: only_varint(fields.len_delimited()?)? }))
+        }
+        Some(LEN_3) => {
+            Some(G::StoneGameIv(pb::StoneGameIvMove { take: only_varint(fields.len_delimited()?)? }))
+        }
+        Some(_) => return None,
+    };
+    fields.0.is_empty().then_some(pb::Move { game })
+}
+
+/// `SumGameMove`: `uint64 index = 1; uint32 digit = 2;`.
+fn sum_game_move(bytes: &[u8]) -> Option<pb::SumGameMove> {
+    let mut sum_move = pb::SumGameMove::default();
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            VARINT_1 => sum_move.index = fields.varint()?,
+            // prost reads a uint32 as the low 32 bits of the varint.
+            VARINT_2 => sum_move.digit = fields.varint()? as u32,
+            _ => return None,
+        }
+    }
+    Some(sum_move)
+}
+
+/// A message of one string field numbered 1, or empty.
+fn only_string(bytes: &[u8]) -> Option<String> {
+    let mut fields = Fields(bytes);
+    let value = match fields.key() {
+        None => String::new(),
+        Some(LEN_1) => string(fields.len_delimited()?)?,
+        Some(_) => return None,
+    };
+    fields.0.is_empty().then_some(value)
+}
+
+/// A message of one packed repeated integer field numbered 1, or empty.
+fn only_packed(bytes: &[u8]) -> Option<Vec<u64>> {
+    let mut fields = Fields(bytes);
+    let value = match fields.key() {
+        None => Vec::new(),
+        Some(LEN_1) => packed(fields.len_delimited()?)?,
+        Some(_) => return None,
+    };
+    fields.0.is_empty().then_some(value)
+}
+
+/// A message of one integer field numbered 1, or empty.
+fn only_varint(bytes: &[u8]) -> Option<u64> {
+    let mut fields = Fields(bytes);
+    let value = match fields.key() {
+        None => 0,
+        Some(VARINT_1) => fields.varint()?,
+        Some(_) => return None,
+    };
+    fields.0.is_empty().then_some(value)
+}
+
+fn string(bytes: &[u8]) -> Option<String> {
+    std::str::from_utf8(bytes).ok().map(str::to_owned)
+}
+
+/// Packed varints, in a vector of exactly their number (one ends at each byte below 0x80).
+fn packed(bytes: &[u8]) -> Option<Vec<u64>> {
+    let mut values = Vec::with_capacity(bytes.iter().filter(|&&byte| byte < 0x80).count());
+    let mut fields = Fields(bytes);
+    while !fields.0.is_empty() {
+        values.push(fields.varint()?);
+    }
+    Some(values)
+}
+
+/// The fields of a message, front to back.
+struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    /// The next key, if there is one.
+    fn key(&mut self) -> Option<u8> {
+        let (&key, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(key)
+    }
+
+    /// A varint, as prost reads it: at most 10 bytes, the tenth 0 or 1.
+    #[inline]
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0;
+        for (i, &byte) in self.0.iter().take(10).enumerate() {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                self.0 = &self.0[i + 1..];
+                return (i < 9 || byte < 2).then_some(value);
+            }
+        }
+        None
+    }
+
+    /// A length and that many bytes.
+    fn len_delimited(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.varint()?).ok()?;
+        let value = self.0.get(..len)?;
+        self.0 = &self.0[len..];
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pb::problem::Game as G;
+    use proptest::prelude::*;
+
+    fn game() -> impl Strategy<Value = Option<G>> {
+        prop_oneof![
+            Just(None),
+            ".{0,12}".prop_map(|num| Some(G::SumGame(pb::SumGame { num }))),
+            proptest::collection::vec(any::<u64>(), 0..20)
+                .prop_map(|stones| Some(G::StoneGameIx(pb::StoneGameIx { stones }))),
+            any::<u64>().prop_map(|n| Some(G::StoneGameIv(pb::StoneGameIv { n }))),
+        ]
+    }
+
+    fn problem() -> impl Strategy<Value = pb::Problem> {
+        (".{0,8}", game()).prop_map(|(id, game)| pb::Problem { id, game })
+    }
+
+    fn winning_move() -> impl Strategy<Value = Option<pb::Move>> {
+        use pb::r#move::Game as M;
+        let game = prop_oneof![
+            Just(None),
+            (any::<u64>(), any::<u32>())
+                .prop_map(|(index, digit)| Some(M::SumGame(pb::SumGameMove { index, digit }))),
+            any::<u64>().prop_map(|index| Some(M::StoneGameIx(pb::StoneGameIxMove { index }))),
+            any::<u64>().prop_map(|take| Some(M::StoneGameIv(pb::StoneGameIvMove { take }))),
+        ];
+        proptest::option::of(game.prop_map(|game| pb::Move { game }))
+    }
+
+    fn error() -> impl Strategy<Value = Option<pb::SolutionError>> {
+        proptest::option::of(
+            (any::<i32>(), ".{0,8}", proptest::collection::btree_map(".{0,4}", ".{0,4}", 0..3)).prop_map(
+                |(code, message, metadata)| pb::SolutionError {
+                    code,
+                    message,
+                    metadata,
+                    ..Default::default()
+                },
+            ),
+        )
+    }
+
+    fn solution() -> impl Strategy<Value = pb::Solution> {
+        (".{0,8}", any::<bool>(), any::<i32>(), winning_move(), error()).prop_map(
+            |(id, alice_wins, winner, winning_move, error)| pb::Solution {
+                id,
+                alice_wins,
+                winner,
+                winning_move,
+                error,
+            },
+        )
+    }
+
+    /// `bytes` decoded both ways: when the fast decoder answers, prost must agree.
+    fn check<M: FastDecode + PartialEq + std::fmt::Debug>(bytes: &[u8]) -> Option<M> {
+        let fast = M::decode_fast(bytes);
+        if let Some(fast) = &fast {
+            assert_eq!(&M::decode(bytes).expect("prost decodes what the fast decoder does"), fast);
+        }
+        fast
+    }
+
+    proptest! {
+        #[test]
+        fn requests_prost_writes_decode_fast_and_alike(
+            problems in proptest::collection::vec(problem(), 0..20),
+            winner_only: bool,
+        ) {
+            let request = pb::SolveBatchStreamRequest { problems: problems.clone(), winner_only };
+            let bytes = request.encode_to_vec();
+            prop_assert_eq!(check::<pb::SolveBatchStreamRequest>(&bytes), Some(request));
+            let request = pb::SolveBatchRequest { problems, winner_only };
+            prop_assert_eq!(check::<pb::SolveBatchRequest>(&bytes), Some(request));
+        }
+
+        #[test]
+        fn responses_prost_writes_decode_fast_and_alike(solutions in proptest::collection::vec(solution(), 0..20)) {
+            let response = pb::SolveBatchStreamResponse { solutions: solutions.clone() };
+            let bytes = response.encode_to_vec();
+            prop_assert_eq!(check::<pb::SolveBatchStreamResponse>(&bytes), Some(response));
+            prop_assert_eq!(check::<pb::SolveBatchResponse>(&bytes), Some(pb::SolveBatchResponse { solutions }));
+        }
+
+        #[test]
+        fn damaged_messages_decode_as_prost_decodes_them(
+            problems in proptest::collection::vec(problem(), 1..6),
+            solutions in proptest::collection::vec(solution(), 1..6),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            for mut bytes in [
+                pb::SolveBatchStreamRequest { problems, winner_only: true }.encode_to_vec(),
+                pb::SolveBatchStreamResponse { solutions }.encode_to_vec(),
+            ] {
+                for (at, byte) in &edits {
+                    let at = at.index(bytes.len());
+                    bytes[at] = *byte;
+                }
+                check::<pb::SolveBatchStreamRequest>(&bytes);
+                check::<pb::SolveBatchStreamResponse>(&bytes);
+                let cut = &bytes[..cut.index(bytes.len())];
+                check::<pb::SolveBatchStreamRequest>(cut);
+                check::<pb::SolveBatchStreamResponse>(cut);
+            }
+        }
+
+        #[test]
+        fn any_bytes_decode_as_prost_decodes_them(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            check::<pb::SolveBatchStreamRequest>(&bytes);
+            check::<pb::SolveBatchStreamResponse>(&bytes);
+        }
+    }
+
+    #[test]
+    fn what_prost_must_decide_is_left_to_it() {
+        let decodes_fast = |bytes: &[u8]| pb::SolveBatchStreamRequest::decode_fast(bytes).is_some();
+        // An unknown field, skipped by prost.
+        assert!(!decodes_fast(&[0x18, 1]));
+        // A game given twice: prost merges the second into the first.
+        assert!(!decodes_fast(&[LEN_1, 8, LEN_3, 2, LEN_1, 0, LEN_3, 2, LEN_1, 0]));
+        // Unpacked stones, which prost takes too.
+        assert!(!decodes_fast(&[LEN_1, 4, LEN_3, 2, VARINT_1, 7]));
+        // An 11-byte varint and a tenth byte above 1, which prost refuses.
+        assert!(!decodes_fast(&[VARINT_2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0]));
+        assert!(!decodes_fast(&[VARINT_2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 2]));
+        // A length past the end, and an id that is not UTF-8.
+        assert!(!decodes_fast(&[LEN_1, 9, LEN_1, 0]));
+        assert!(!decodes_fast(&[LEN_1, 3, LEN_1, 1, 0xff]));
+        // What every library writes, with the tenth varint byte at its largest.
+        assert!(decodes_fast(&[VARINT_2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1]));
+        assert!(decodes_fast(&[LEN_1, 5, LEN_1, 1, b'a', LEN_4, 0]));
+        assert!(decodes_fast(&[LEN_1, 7, LEN_1, 1, b'a', LEN_4, 2, VARINT_1, 5]));
+    }
+
+    #[test]
+    fn a_message_left_to_prost_is_not_consumed() {
+        let mut buf: &[u8] = &[0x18, 1, VARINT_2, 1];
+        assert_eq!(take_fast::<pb::SolveBatchStreamRequest>(&mut buf), None);
+        assert_eq!(buf.len(), 4);
+        let mut buf: &[u8] = &[VARINT_2, 1];
+        let request = take_fast::<pb::SolveBatchStreamRequest>(&mut buf);
+        assert_eq!(request, Some(pb::SolveBatchStreamRequest { problems: vec![], winner_only: true }));
+        assert!(buf.is_empty());
+    }
+}
