@@ -46,6 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serde_path = out_dir.join("gamesolver.v1.serde.rs");
     let generated = fs::read_to_string(&serde_path)?;
     let generated = replace_number_reader(&generated)?;
+    let generated = format_numbers_on_the_stack(&generated)?;
     let generated = oneof_errors(&generated, &oneof_names(&descriptor_set)?)?;
     fs::write(&serde_path, generated)?;
     Ok(())
@@ -62,6 +63,40 @@ fn replace_number_reader(code: &str) -> Result<String, String> {
         return Err(format!("pbjson's output no longer reads repeated integers as {LIST}: update build.rs"));
     }
     Ok(code.replace(LIST, "crate::json_number::NumberVec<_>"))
+}
+
+/// pbjson writes a 64-bit integer as a string through `ToString`, an allocation per
+/// number; `itoa` formats it in a buffer on the stack, to the same digits.
+fn format_numbers_on_the_stack(code: &str) -> Result<String, String> {
+    const PREFIX: &str = "ToString::to_string(&self.";
+    const SUFFIX: &str = ").as_str()";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    let mut replaced = 0;
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + PREFIX.len()..];
+        let field =
+            &tail[..tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len())];
+        match tail[field.len()..].strip_prefix(SUFFIX) {
+            Some(after) => {
+                out.push_str(&format!("::itoa::Buffer::new().format(self.{field})"));
+                rest = after;
+                replaced += 1;
+            }
+            None => {
+                out.push_str(PREFIX);
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    if replaced == 0 {
+        return Err(format!(
+            "pbjson's output no longer writes integers with {PREFIX}..{SUFFIX}: update build.rs"
+        ));
+    }
+    Ok(out)
 }
 
 /// The names of the schema's real oneofs (not proto3 `optional`'s synthetic ones).

@@ -1,6 +1,6 @@
-//! Writes the seed inputs of the three fuzz targets into `fuzz/corpus/<target>/`, from
+//! Writes the seed inputs of the fuzz targets into `fuzz/corpus/<target>/`, from
 //! real inputs: the lines of `examples/problems.jsonl`, those problems encoded as
-//! requests, and table files written by the library.
+//! requests, answers of every kind, and table files written by the library.
 //!
 //! `cargo run --example seed_corpus` from `fuzz/` (stable is enough). The committed
 //! corpora are these seeds plus what fuzzing found, minimised with `cargo fuzz cmin`.
@@ -34,8 +34,11 @@ fn main() -> std::io::Result<()> {
             pb::SolveRequest { problem: Some(problem.clone()), winner_only: false }.encode_to_vec()
         })
         .collect();
-    requests.push(pb::SolveBatchRequest { problems: problems.clone(), winner_only: false }.encode_to_vec());
-    requests.push(pb::SolveBatchRequest { problems, winner_only: true }.encode_to_vec());
+    let batches = [
+        pb::SolveBatchRequest { problems: problems.clone(), winner_only: false }.encode_to_vec(),
+        pb::SolveBatchRequest { problems, winner_only: true }.encode_to_vec(),
+    ];
+    requests.extend(batches.iter().cloned());
     let edge_cases = [
         pb::Problem { id: "no-game".into(), game: None },
         iv("above-fuzz-limit", 1_000_001),
@@ -53,6 +56,32 @@ fn main() -> std::io::Result<()> {
     }
     requests.push(pb::SolveRequest { problem: None, winner_only: true }.encode_to_vec());
     write_seeds(&fuzz.join("corpus/solve_request"), "request", &requests)?;
+
+    // The batch decoder reads requests and responses: one of each kind of answer.
+    use pb::r#move::Game as M;
+    let answer = |id: &str, game: Option<M>, error: Option<pb::SolutionError>| pb::Solution {
+        id: id.into(),
+        alice_wins: game.is_some(),
+        winner: if game.is_some() { pb::Winner::Alice } else { pb::Winner::Bob } as i32,
+        winning_move: game.map(|game| pb::Move { game: Some(game) }),
+        error,
+    };
+    let error = pb::SolutionError {
+        code: pb::solution_error::Code::InvalidArgument as i32,
+        reason: "ODD_LENGTH".into(),
+        metadata: [("length".to_owned(), "3".to_owned())].into(),
+        ..Default::default()
+    };
+    let solutions = vec![
+        answer("s", Some(M::SumGame(pb::SumGameMove { index: 3, digit: 9 })), None),
+        answer("x", Some(M::StoneGameIx(pb::StoneGameIxMove { index: 1 })), None),
+        answer("v", Some(M::StoneGameIv(pb::StoneGameIvMove { take: 961 })), None),
+        answer("b", None, None),
+        answer("e", None, Some(error)),
+    ];
+    let mut batch_seeds = batches.to_vec();
+    batch_seeds.push(pb::SolveBatchResponse { solutions }.encode_to_vec());
+    write_seeds(&fuzz.join("corpus/batch_decode"), "batch", &batch_seeds)?;
 
     // 0 and 1 cover nothing or one pile; 2^20 + 1000 is past the loader's spot check.
     // The target's first byte: 1 fixes the checksum up before loading, 0 keeps it as is.
