@@ -222,7 +222,7 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
                 solution.winning_move = Some(winning_move(fields.len_delimited()?)?);
             }
             LEN_5 if solution.error.is_none() => {
-                solution.error = Some(pb::SolutionError::decode(fields.len_delimited()?).ok()?);
+                solution.error = Some(Box::new(pb::SolutionError::decode(fields.len_delimited()?).ok()?));
             }
             _ => return None,
         }
@@ -377,14 +377,11 @@ mod tests {
         proptest::option::of(game.prop_map(|game| pb::Move { game }))
     }
 
-    fn error() -> impl Strategy<Value = Option<pb::SolutionError>> {
+    fn error() -> impl Strategy<Value = Option<Box<pb::SolutionError>>> {
         proptest::option::of(
             (any::<i32>(), ".{0,8}", proptest::collection::btree_map(".{0,4}", ".{0,4}", 0..3)).prop_map(
-                |(code, message, metadata)| pb::SolutionError {
-                    code,
-                    message,
-                    metadata,
-                    ..Default::default()
+                |(code, message, metadata)| {
+                    Box::new(pb::SolutionError { code, message, metadata, ..Default::default() })
                 },
             ),
         )

@@ -207,7 +207,7 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
             winning_move: outcome.winning_move.map(Into::into),
             error: None,
         },
-        Err(err) => pb::Solution { id, error: Some(err.into()), ..Default::default() },
+        Err(err) => pb::Solution { id, error: Some(Box::new(err.into())), ..Default::default() },
     }
 }
 

@@ -64,7 +64,7 @@ fn main() -> std::io::Result<()> {
         alice_wins: game.is_some(),
         winner: if game.is_some() { pb::Winner::Alice } else { pb::Winner::Bob } as i32,
         winning_move: game.map(|game| pb::Move { game: Some(game) }),
-        error,
+        error: error.map(Box::new),
     };
     let error = pb::SolutionError {
         code: pb::solution_error::Code::InvalidArgument as i32,

@@ -76,7 +76,7 @@ impl From<LineError> for pb::SolutionError {
 
 /// The solution that stands for a line which is not a problem.
 pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
-    pb::Solution { id, error: Some(err.into()), ..Default::default() }
+    pb::Solution { id, error: Some(Box::new(err.into())), ..Default::default() }
 }
 
 /// A batch on its way: the encoded `SolveBatchStreamRequest` and what is needed to put its answers

@@ -184,13 +184,13 @@ pub fn write_solution_json(out: &mut Vec<u8>, solution: &pb::Solution) {
         out.truncate(start);
         let unwritable = pb::Solution {
             id: solution.id.clone(),
-            error: Some(convert::wire_error(
+            error: Some(Box::new(convert::wire_error(
                 Code::Unknown,
                 "UNWRITABLE_ANSWER",
                 None,
                 Default::default(),
                 format!("cannot write the server's answer as JSON: {err}"),
-            )),
+            ))),
             ..Default::default()
         };
         // Every field of this one has a name: it cannot fail.
@@ -231,13 +231,13 @@ mod tests {
             won(G::StoneGameIv(pb::StoneGameIvMove { take: 4 })),
             pb::Solution {
                 id: "e".into(),
-                error: Some(pb::SolutionError {
+                error: Some(Box::new(pb::SolutionError {
                     code: pb::solution_error::Code::OutOfRange.into(),
                     message: "n \"big\"".into(),
                     reason: "PILE_ABOVE_LIMIT".into(),
                     field: "problem.stone_game_iv.n".into(),
                     metadata: [("limit".to_owned(), "9".to_owned())].into(),
-                }),
+                })),
                 ..Default::default()
             },
         ]
@@ -293,11 +293,7 @@ mod tests {
     #[test]
     fn batches_are_written_in_order_with_rejected_lines_in_place() {
         let mut writer = SolutionWriter::new(Vec::new());
-        let bad = pb::Solution {
-            id: "bad".into(),
-            error: Some(pb::SolutionError::default()),
-            ..Default::default()
-        };
+        let bad = pb::Solution { id: "bad".into(), error: Some(Box::default()), ..Default::default() };
         let mut written = Vec::new();
         let first = Answered { batch: batch(0, 2, vec![(1, bad)]), solutions: answer(&["1", "3"]) };
         let second = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
