@@ -156,11 +156,7 @@ impl Solver {
             .into_iter()
             .map(|problem| (game_label(Some(&problem)), convert::problem(problem)))
             .collect();
-        let piles = problems.iter().filter_map(|(_, (_, game))| match game {
-            Ok(Game::StoneGameIv(n)) => Some(*n),
-            _ => None,
-        });
-        if let Err(err) = self.prepare_iv(piles).await {
+        if let Err(err) = self.prepare_iv(piles(&problems)).await {
             // The table could not grow: only the piles that needed it fail.
             for (_, (_, game)) in &mut problems {
                 if matches!(game, Ok(Game::StoneGameIv(n)) if self.iv_table.needs_extension(*n)) {
@@ -169,6 +165,7 @@ impl Solver {
             }
         }
 
+        self.iv_table.preload_moves(piles(&problems));
         let work: usize = problems.iter().map(|(_, (_, game))| game.as_ref().map_or(1, Game::work)).sum();
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
@@ -176,9 +173,7 @@ impl Solver {
             move || metrics.as_ref().map(Metrics::tally)
         };
         let solve_one =
-            move |table: &StoneGameIvTable,
-                  tally: &mut Option<_>,
-                  (label, (id, game)): (&'static str, (String, Result<Game, ProblemError>))| {
+            move |table: &StoneGameIvTable, tally: &mut Option<_>, (label, (id, game)): Converted| {
                 let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
                 if let Some(tally) = tally {
                     crate::server::metrics::ProblemTally::record(tally, label, &result);
@@ -203,6 +198,17 @@ impl Solver {
         })
         .await
     }
+}
+
+/// A batch's problem as the solver takes it: its metrics label, its id and its game.
+type Converted = (&'static str, (String, Result<Game, ProblemError>));
+
+/// The Stone Game IV piles of a batch's converted problems.
+fn piles(problems: &[Converted]) -> impl Iterator<Item = u64> + '_ {
+    problems.iter().filter_map(|(_, (_, game))| match game {
+        Ok(Game::StoneGameIv(n)) => Some(*n),
+        _ => None,
+    })
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.
