@@ -15,6 +15,7 @@ use tonic::Code;
 
 pub(crate) use crate::client::problem_json::parse_problem;
 use crate::client::resume::Checkpoint;
+use crate::codec;
 use crate::convert::{self, ProblemError};
 use crate::pb;
 
@@ -154,21 +155,13 @@ impl BatchBuilder {
     }
 
     fn add_problem(&mut self, problem: &pb::Problem) {
-        // Field 1 of SolveBatchStreamRequest, length-delimited: the same bytes prost writes
-        // for `SolveBatchStreamRequest { problems, .. }`, without collecting the problems first.
-        let len = problem.encoded_len();
-        self.reserve_for(len);
-        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.payload);
-        prost::encoding::encode_varint(len as u64, &mut self.payload);
-        problem.encode_raw(&mut self.payload);
-        self.problems += 1;
-    }
-
-    /// Makes room for about `len` more payload bytes, growing in large steps.
-    fn reserve_for(&mut self, len: usize) {
-        if self.payload.capacity() - self.payload.len() < len + 16 {
-            self.payload.reserve((len + 16).max(self.max_bytes.min(1 << 20)));
+        // The same bytes prost writes for `SolveBatchStreamRequest { problems, .. }`,
+        // without collecting the problems first.
+        if self.payload.capacity() - self.payload.len() < 4096 {
+            self.payload.reserve(self.max_bytes.clamp(4096, 1 << 20));
         }
+        codec::encode_problem_element(problem, &mut self.payload);
+        self.problems += 1;
     }
 
     fn next_line(&mut self) -> bool {
