@@ -24,7 +24,7 @@ mod common;
 /// call with `code`; later calls are answered in full.
 struct Flaky {
     solver: Arc<Solver>,
-    calls: AtomicUsize,
+    calls: Arc<AtomicUsize>,
     broken_calls: usize,
     answered: usize,
     code: Code,
@@ -85,10 +85,16 @@ impl GameSolverService for Flaky {
 
 /// Serves `flaky` on 127.0.0.1:0; returns its URL.
 async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
+    serve_counting(broken_calls, answered, code).await.0
+}
+
+/// As [`serve`], with the count of `SolveBatchStream` calls opened on it.
+async fn serve_counting(broken_calls: usize, answered: usize, code: Code) -> (String, Arc<AtomicUsize>) {
     let table = Arc::new(StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT));
+    let calls = Arc::new(AtomicUsize::new(0));
     let flaky = Flaky {
         solver: Arc::new(Solver::new(table, SolverConfig::default())),
-        calls: AtomicUsize::new(0),
+        calls: Arc::clone(&calls),
         broken_calls,
         answered,
         code,
@@ -100,7 +106,7 @@ async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
             .add_service(GameSolverServiceServer::new(flaky))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
-    url
+    (url, calls)
 }
 
 fn config(dir: &std::path::Path, servers: Vec<String>) -> SolveConfig {
@@ -109,6 +115,8 @@ fn config(dir: &std::path::Path, servers: Vec<String>) -> SolveConfig {
         output: Some(dir.join("out.jsonl")),
         servers,
         batch_problems: NonZeroUsize::new(100).unwrap(),
+        // One call at a time per server, so that "the first calls break" means what it says.
+        connections: NonZeroUsize::new(1).unwrap(),
         window: NonZeroUsize::new(8).unwrap(),
         retry_for: Duration::from_secs(30),
         ..SolveConfig::default()
@@ -161,5 +169,20 @@ async fn a_permanent_error_is_fatal_and_leaves_a_resumable_prefix() {
     // The same server answers the next call in full: resuming finishes the job.
     let summary = client::solve(SolveConfig { resume: true, ..config(dir.path(), vec![url]) }).await.unwrap();
     assert_eq!((summary.resumed, summary.problems), (500, 4_500));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_server_gets_as_many_calls_as_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 batches, at most 2 in flight a call: every call gets batches to carry.
+    generate(&dir.path().join("in.jsonl"), 20_000, 15);
+    let ((one, one_calls), (two, two_calls)) =
+        (serve_counting(0, 0, Code::Ok).await, serve_counting(0, 0, Code::Ok).await);
+    let (connections, window) = (NonZeroUsize::new(3).unwrap(), NonZeroUsize::new(2).unwrap());
+    let config = SolveConfig { connections, window, ..config(dir.path(), vec![one, two]) };
+    let summary = client::solve(config).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (20_000, 0));
+    assert_eq!((one_calls.load(Ordering::SeqCst), two_calls.load(Ordering::SeqCst)), (3, 3));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }

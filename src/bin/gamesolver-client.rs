@@ -69,7 +69,10 @@ struct SolveArgs {
     /// Encoded bytes per batch, about.
     #[arg(long, default_value_t = defaults().batch_bytes)]
     batch_bytes: NonZeroUsize,
-    /// Batches in flight per server.
+    /// Connections per server, each with one streaming call.
+    #[arg(long, default_value_t = defaults().connections)]
+    connections: NonZeroUsize,
+    /// Batches in flight per connection.
     #[arg(long, default_value_t = defaults().window)]
     window: NonZeroUsize,
     /// Bytes of batches read but not yet written, at most (bounds memory).
@@ -196,6 +199,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         retry_for,
         batch_problems: args.batch_size,
         batch_bytes: args.batch_bytes,
+        connections: args.connections,
         window: args.window,
         in_flight_bytes: args.in_flight_bytes,
         max_message_bytes: args.max_message_bytes,
