@@ -45,6 +45,11 @@ fn cold(c: &mut Criterion) {
             b.iter(|| seeds_dp_losing_count(end))
         });
     }
+    // A fresh table's first small-pile move: the list to 2^20 and the move table below
+    // 2^20 (`small_moves.rs`), which a bulk run with piles up to 10^6 waits for once.
+    group.bench_function("first_move_below_2^20", |b| {
+        b.iter(|| StoneGameIvTable::new(1 << 20).solve((1 << 20) - 1).unwrap())
+    });
     group.finish();
 }
 
