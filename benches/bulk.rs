@@ -5,7 +5,8 @@
 //! - `server/*`: what the server does with a decoded batch: `decode` the request,
 //!   (`decode_prost`: with prost's generated decoder instead of `src/codec.rs`),
 //!   `solve` it (`Solver::solve_batch`: convert, fan out, solve, build the solutions),
-//!   `encode` the response, and `all` three in a row.
+//!   `encode` the response (`encode_prost`: with prost's encoder), and `all` three in a
+//!   row.
 //!
 //! Shapes: `small` is `gen --seed 3` with its defaults, `mixed` adds
 //! `--sum-len 2..40 --ix-len 1..30 --ix-value 1..10000 --iv-n 0..1000000`, and
@@ -21,7 +22,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 use gamesolver::client::gen::{self, GenConfig, SizeRange};
 use gamesolver::client::{BatchBuilder, InputMark};
-use gamesolver::codec::FastDecode;
+use gamesolver::codec::{FastDecode, FastEncode};
 use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb::{self, problem::Game as G};
 use gamesolver::service::{Solver, SolverConfig};
@@ -113,7 +114,14 @@ fn server(c: &mut Criterion) {
     let solve = |request: pb::SolveBatchStreamRequest| {
         runtime.block_on(solver.solve_batch(request.problems, request.winner_only)).unwrap()
     };
-    let encode = |solutions: Vec<pb::Solution>| pb::SolveBatchStreamResponse { solutions }.encode_to_vec();
+    let encode = |solutions: Vec<pb::Solution>| {
+        // The server's encoder keeps its buffer from one message to the next.
+        let mut out = Vec::with_capacity(64 * BATCH);
+        pb::SolveBatchStreamResponse { solutions }.encode_fast(&mut out);
+        out
+    };
+    let encode_prost =
+        |solutions: Vec<pb::Solution>| pb::SolveBatchStreamResponse { solutions }.encode_to_vec();
     // Grows the Stone Game IV table to the largest pile first, as a warm server has it.
     for (_, bytes) in &batches {
         solve(decode(bytes));
@@ -133,6 +141,9 @@ fn server(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("encode", name), |b| {
             b.iter_batched(|| solutions.clone(), encode, criterion::BatchSize::LargeInput)
+        });
+        group.bench_function(BenchmarkId::new("encode_prost", name), |b| {
+            b.iter_batched(|| solutions.clone(), encode_prost, criterion::BatchSize::LargeInput)
         });
         group.bench_function(BenchmarkId::new("all", name), |b| {
             b.iter(|| encode(solve(decode(black_box(bytes)))))

@@ -1,6 +1,7 @@
 //! The service's gRPC codec: prost's, except that batches of problems (the bulk of all
-//! traffic) and of solutions are read by a decoder written for their few fields; and the
-//! bulk client's encoder of problems, which writes exactly prost's bytes.
+//! traffic) and of solutions are read by a decoder written for their few fields, and
+//! written (solutions by the server, problems by the bulk client) by an encoder that
+//! writes exactly prost's bytes.
 //!
 //! prost's generated decoder goes through a generic dispatch for every field and grows
 //! each Stone Game IX `stones` vector from empty; this one walks the bytes once and sizes
@@ -13,10 +14,10 @@
 
 use std::marker::PhantomData;
 
-use prost::bytes::{Buf, BytesMut};
+use prost::bytes::{Buf, BufMut, BytesMut};
 use prost::encoding::encoded_len_varint;
 use prost::Message;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
@@ -34,20 +35,76 @@ impl<T, U> Default for GrpcCodec<T, U> {
 
 impl<T, U> Codec for GrpcCodec<T, U>
 where
-    T: Message + Send + 'static,
+    T: FastEncode + Send + 'static,
     U: FastDecode + Send + 'static,
 {
     type Encode = T;
     type Decode = U;
-    type Encoder = ProstEncoder<T>;
+    type Encoder = BatchEncoder<T>;
     type Decoder = BatchDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::default()
+        BatchEncoder { prost: ProstEncoder::default(), scratch: Vec::new() }
     }
 
     fn decoder(&mut self) -> Self::Decoder {
         BatchDecoder(ProstDecoder::default())
+    }
+}
+
+/// Encodes with [`FastEncode`] when it can, with prost otherwise.
+#[derive(Debug, Clone)]
+pub struct BatchEncoder<T> {
+    prost: ProstEncoder<T>,
+    /// One message's bytes, kept for the next message of the call.
+    scratch: Vec<u8>,
+}
+
+impl<T: FastEncode> Encoder for BatchEncoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        self.scratch.clear();
+        if !item.encode_fast(&mut self.scratch) {
+            return self.prost.encode(item, buf);
+        }
+        buf.put_slice(&self.scratch);
+        Ok(())
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.prost.buffer_settings()
+    }
+}
+
+/// A message with an optional fast encoder.
+pub trait FastEncode: Message {
+    /// Appends the message's bytes, exactly as prost writes them, to `out` and says so;
+    /// or leaves `out` alone and returns false, for prost to encode it.
+    fn encode_fast(&self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+}
+
+impl FastEncode for pb::SolveRequest {}
+impl FastEncode for pb::SolveResponse {}
+impl FastEncode for pb::SolveStreamRequest {}
+impl FastEncode for pb::SolveStreamResponse {}
+impl FastEncode for pb::SolveBatchRequest {}
+impl FastEncode for pb::SolveBatchStreamRequest {}
+
+impl FastEncode for pb::SolveBatchResponse {
+    fn encode_fast(&self, out: &mut Vec<u8>) -> bool {
+        encode_solutions(&self.solutions, out);
+        true
+    }
+}
+
+impl FastEncode for pb::SolveBatchStreamResponse {
+    fn encode_fast(&self, out: &mut Vec<u8>) -> bool {
+        encode_solutions(&self.solutions, out);
+        true
     }
 }
 
@@ -178,6 +235,74 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
         _ => {}
     }
     debug_assert_eq!(w.at, w.buf.len(), "the sizes above match what was written");
+}
+
+/// Appends `solutions` as a batch response's field 1: prost's bytes, with each
+/// solution sized once (prost sizes a nested message again at every level above it).
+fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
+    use pb::r#move::Game as G;
+    let uint = |value: u64| if value == 0 { 0 } else { 1 + encoded_len_varint(value) };
+    let message = |len: usize| 1 + encoded_len_varint(len as u64) + len;
+    let move_len = |winning_move: &pb::Move| match &winning_move.game {
+        None => 0,
+        Some(G::SumGame(m)) => message(uint(m.index) + uint(m.digit.into())),
+        Some(G::StoneGameIx(m)) => message(uint(m.index)),
+        Some(G::StoneGameIv(m)) => message(uint(m.take)),
+    };
+    for solution in solutions {
+        let id_len = if solution.id.is_empty() { 0 } else { message(solution.id.len()) };
+        // An enum is an int32: a negative one is sign-extended to 10 bytes.
+        let winner = solution.winner as u64;
+        let move_len = solution.winning_move.as_ref().map(move_len);
+        let error_len = solution.error.as_ref().map(|error| error.encoded_len());
+        let len = id_len
+            + 2 * usize::from(solution.alice_wins)
+            + uint(winner)
+            + move_len.map_or(0, message)
+            + error_len.map_or(0, message);
+
+        // Everything but the error is written into place; the error (rare) by prost.
+        let start = out.len();
+        out.resize(start + message(len) - error_len.map_or(0, message), 0);
+        let mut w = Writer { buf: &mut out[start..], at: 0 };
+        w.byte(LEN_1);
+        w.varint(len as u64);
+        if !solution.id.is_empty() {
+            w.string(LEN_1, &solution.id);
+        }
+        if solution.alice_wins {
+            w.byte(VARINT_2);
+            w.byte(1);
+        }
+        if winner != 0 {
+            w.byte(VARINT_3);
+            w.varint(winner);
+        }
+        if let (Some(winning_move), Some(len)) = (&solution.winning_move, move_len) {
+            w.byte(LEN_4);
+            w.varint(len as u64);
+            let (key, fields): (u8, &[(u8, u64)]) = match &winning_move.game {
+                None => (0, &[]),
+                Some(G::SumGame(m)) => (LEN_1, &[(VARINT_1, m.index), (VARINT_2, m.digit.into())]),
+                Some(G::StoneGameIx(m)) => (LEN_2, &[(VARINT_1, m.index)]),
+                Some(G::StoneGameIv(m)) => (LEN_3, &[(VARINT_1, m.take)]),
+            };
+            if key != 0 {
+                w.byte(key);
+                w.varint(fields.iter().map(|&(_, value)| uint(value)).sum::<usize>() as u64);
+                for &(key, value) in fields.iter().filter(|&&(_, value)| value != 0) {
+                    w.byte(key);
+                    w.varint(value);
+                }
+            }
+        }
+        debug_assert_eq!(w.at, w.buf.len(), "the sizes above match what was written");
+        if let (Some(error), Some(len)) = (&solution.error, error_len) {
+            out.push(LEN_5);
+            prost::encoding::encode_varint(len as u64, out);
+            error.encode_raw(out);
+        }
+    }
 }
 
 /// Writes into a buffer sized beforehand.
@@ -553,6 +678,17 @@ mod tests {
             }
             let expected = pb::SolveBatchStreamRequest { problems, winner_only: false }.encode_to_vec();
             prop_assert_eq!(out.as_ref(), expected.as_slice());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn solutions_are_encoded_as_prost_encodes_them(solutions in proptest::collection::vec(solution(), 0..20)) {
+            let response = pb::SolveBatchStreamResponse { solutions };
+            let mut out = vec![7];
+            prop_assert!(response.encode_fast(&mut out));
+            let expected = response.encode_to_vec();
+            prop_assert_eq!(&out[1..], expected.as_slice());
         }
     }
 
