@@ -95,8 +95,10 @@ measure() {
     local input="$work/$1.jsonl" output="$work/out.jsonl" report="$work/time.txt" status=0
     shift
     rm -f "$output"
+    local started=$EPOCHREALTIME
     timeout "$timeout_s" /usr/bin/time -v -o "$report" \
         "$client" solve "$input" -o "$output" "$@" "${extra[@]}" 2>"$work/stderr.txt" || status=$?
+    local ended=$EPOCHREALTIME
     if ((status > 1)); then
         cat "$work/stderr.txt" >&2
         return 1
@@ -110,7 +112,9 @@ measure() {
     local summary seconds rss_kb cpu
     summary=$(grep -E 'problems/s' "$work/stderr.txt" | tail -n 1)
     echo "  $summary" >&2
-    seconds=$(sed -E 's/.* ([0-9.]+)s, .*/\1/' <<<"$summary")
+    # The whole process, start to exit, to the millisecond (the summary's own figure
+    # leaves out starting and stopping, and has two decimals).
+    seconds=$(awk -v a="$started" -v b="$ended" 'BEGIN {printf "%.3f", b - a}')
     rss_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$report")
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$report")
     echo "$seconds $((rss_kb / 1024)) $cpu"
@@ -150,7 +154,7 @@ run_all() {
         [[ -n $server_pid ]] && s=$(printf '%.2f' "$(tr ' ' '\n' <<<"${server_cpus[$shape]}" | grep . | median)")
         awk -v label="$label" -v shape="$shape" -v n="$count" -v bytes="$bytes" -v t="$t" -v c="$c" \
             -v rss="${rss[$shape]}" -v s="$s" 'BEGIN {
-                printf "| %s | %s | %d | %.0f MB | %.2f s | %.0f | %.2f M | %d MB | %.2f | %s |\n",
+                printf "| %s | %s | %d | %.0f MB | %.3f s | %.0f | %.2f M | %d MB | %.2f | %s |\n",
                     label, shape, n, bytes / 1e6, t, bytes / 1e6 / t, n / t / 1e6, rss, c, s
             }'
     done
