@@ -474,37 +474,35 @@ fn sum_game_move(bytes: &[u8]) -> Option<pb::SumGameMove> {
     Some(sum_move)
 }
 
-/// A message of one string field numbered 1, or empty.
-fn only_string(bytes: &[u8]) -> Option<String> {
+/// A message of at most one field, keyed `key` and read by `read`; an empty one is the
+/// field's default.
+fn only_field<'a, T: Default>(
+    bytes: &'a [u8],
+    key: u8,
+    read: impl FnOnce(&mut Fields<'a>) -> Option<T>,
+) -> Option<T> {
     let mut fields = Fields(bytes);
     let value = match fields.key() {
-        None => String::new(),
-        Some(LEN_1) => string(fields.len_delimited()?)?,
+        None => T::default(),
+        Some(found) if found == key => read(&mut fields)?,
         Some(_) => return None,
     };
     fields.0.is_empty().then_some(value)
+}
+
+/// A message of one string field numbered 1, or empty.
+fn only_string(bytes: &[u8]) -> Option<String> {
+    only_field(bytes, LEN_1, |fields| string(fields.len_delimited()?))
 }
 
 /// A message of one packed repeated integer field numbered 1, or empty.
 fn only_packed(bytes: &[u8]) -> Option<Vec<u64>> {
-    let mut fields = Fields(bytes);
-    let value = match fields.key() {
-        None => Vec::new(),
-        Some(LEN_1) => packed(fields.len_delimited()?)?,
-        Some(_) => return None,
-    };
-    fields.0.is_empty().then_some(value)
+    only_field(bytes, LEN_1, |fields| packed(fields.len_delimited()?))
 }
 
 /// A message of one integer field numbered 1, or empty.
 fn only_varint(bytes: &[u8]) -> Option<u64> {
-    let mut fields = Fields(bytes);
-    let value = match fields.key() {
-        None => 0,
-        Some(VARINT_1) => fields.varint()?,
-        Some(_) => return None,
-    };
-    fields.0.is_empty().then_some(value)
+    only_field(bytes, VARINT_1, Fields::varint)
 }
 
 fn string(bytes: &[u8]) -> Option<String> {
