@@ -91,9 +91,9 @@ impl Default for SolveConfig {
             batch_problems: nonzero(1024),
             batch_bytes: nonzero(64 * 1024),
             // Two calls: a server solves a call's small batches on the one task that
-            // reads the call, so one call keeps one of its cores busy; two halve the
-            // time the last batches take to drain (real-world shape, embedded: 305 ms
-            // against 316 ms, 15 interleaved runs; README).
+            // reads the call, so one call keeps one of its cores busy; with two the last
+            // batches drain on two (bench/client.sh's real-world shape, embedded, to
+            // /dev/null: 305 ms against 316 ms, 15 interleaved runs; README).
             connections: nonzero(2),
             window: nonzero(16),
             in_flight_bytes: nonzero(16 << 20),
