@@ -187,25 +187,21 @@ impl FastDecode for pb::SolveBatchStreamResponse {
 /// level of nesting, and written into place (`cargo bench --bench bulk`, `client_parse`).
 pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
     use pb::problem::Game as G;
-    // proto3 leaves out a scalar or string at its default; a oneof's message is always
-    // written once set, even when empty.
-    let string_len =
-        |s: &str| if s.is_empty() { 0 } else { 1 + encoded_len_varint(s.len() as u64) + s.len() };
+    // A oneof's message is always written once set, even when empty.
     let packed: usize = match &problem.game {
         Some(G::StoneGameIx(g)) => g.stones.iter().map(|&stone| encoded_len_varint(stone)).sum(),
         _ => 0,
     };
     let game_len = problem.game.as_ref().map(|game| match game {
-        G::SumGame(g) => string_len(&g.num),
+        G::SumGame(g) => string_field_len(&g.num),
         G::StoneGameIx(_) if packed == 0 => 0,
-        G::StoneGameIx(_) => 1 + encoded_len_varint(packed as u64) + packed,
-        G::StoneGameIv(g) if g.n == 0 => 0,
-        G::StoneGameIv(g) => 1 + encoded_len_varint(g.n),
+        G::StoneGameIx(_) => len_field_len(packed),
+        G::StoneGameIv(g) => varint_field_len(g.n),
     });
-    let len = string_len(&problem.id) + game_len.map_or(0, |len| 1 + encoded_len_varint(len as u64) + len);
+    let len = string_field_len(&problem.id) + game_len.map_or(0, len_field_len);
 
     let start = out.len();
-    out.resize(start + 1 + encoded_len_varint(len as u64) + len, 0);
+    out.resize(start + len_field_len(len), 0);
     let mut w = Writer { buf: &mut out[start..], at: 0 };
     w.byte(LEN_1);
     w.varint(len as u64);
@@ -241,8 +237,7 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
 /// solution sized once (prost sizes a nested message again at every level above it).
 fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
     use pb::r#move::Game as G;
-    let uint = |value: u64| if value == 0 { 0 } else { 1 + encoded_len_varint(value) };
-    let message = |len: usize| 1 + encoded_len_varint(len as u64) + len;
+    let (uint, message) = (varint_field_len, len_field_len);
     let move_len = |winning_move: &pb::Move| match &winning_move.game {
         None => 0,
         Some(G::SumGame(m)) => message(uint(m.index) + uint(m.digit.into())),
@@ -250,12 +245,11 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
         Some(G::StoneGameIv(m)) => message(uint(m.take)),
     };
     for solution in solutions {
-        let id_len = if solution.id.is_empty() { 0 } else { message(solution.id.len()) };
         // An enum is an int32: a negative one is sign-extended to 10 bytes.
         let winner = solution.winner as u64;
         let move_len = solution.winning_move.as_ref().map(move_len);
         let error_len = solution.error.as_ref().map(|error| error.encoded_len());
-        let len = id_len
+        let len = string_field_len(&solution.id)
             + 2 * usize::from(solution.alice_wins)
             + uint(winner)
             + move_len.map_or(0, message)
@@ -302,6 +296,29 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             prost::encoding::encode_varint(len as u64, out);
             error.encode_raw(out);
         }
+    }
+}
+
+/// The bytes of a length-delimited field of `len` bytes with a one-byte key.
+fn len_field_len(len: usize) -> usize {
+    1 + encoded_len_varint(len as u64) + len
+}
+
+/// The bytes of a string field with a one-byte key: none for "", which proto3 leaves out.
+fn string_field_len(value: &str) -> usize {
+    if value.is_empty() {
+        0
+    } else {
+        len_field_len(value.len())
+    }
+}
+
+/// The bytes of an integer field with a one-byte key: none for 0, which proto3 leaves out.
+fn varint_field_len(value: u64) -> usize {
+    if value == 0 {
+        0
+    } else {
+        1 + encoded_len_varint(value)
     }
 }
 
