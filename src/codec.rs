@@ -56,7 +56,8 @@ where
 #[derive(Debug, Clone)]
 pub struct BatchEncoder<T> {
     prost: ProstEncoder<T>,
-    /// One message's bytes, kept for the next message of the call.
+    /// One message's bytes, kept for the next message of the call (up to
+    /// [`SCRATCH_KEPT_BYTES`]).
     scratch: Vec<u8>,
 }
 
@@ -70,6 +71,11 @@ impl<T: FastEncode> Encoder for BatchEncoder<T> {
             return self.prost.encode(item, buf);
         }
         buf.put_slice(&self.scratch);
+        // A call keeps its encoder: one large answer must not pin its size for the rest
+        // of a long stream.
+        if self.scratch.capacity() > SCRATCH_KEPT_BYTES {
+            self.scratch = Vec::new();
+        }
         Ok(())
     }
 
@@ -77,6 +83,10 @@ impl<T: FastEncode> Encoder for BatchEncoder<T> {
         self.prost.buffer_settings()
     }
 }
+
+/// The most scratch space an encoder keeps between messages: a bulk client's batch of
+/// 1,024 answers is about 40 KiB.
+const SCRATCH_KEPT_BYTES: usize = 1 << 20;
 
 /// A message with an optional fast encoder.
 pub trait FastEncode: Message {

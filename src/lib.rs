@@ -4,8 +4,9 @@
 //! - [`games`]: the pure solver core, one module a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
-//! - [`codec`]: the gRPC codec: prost, with a faster decoder for batches of problems and
-//!   solutions that gives way to prost for anything unusual.
+//! - [`codec`]: the gRPC codec: prost, with a one-pass decoder for batches of problems
+//!   and solutions that gives way to prost for anything unusual, and encoders that write
+//!   prost's bytes.
 //! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
