@@ -363,7 +363,7 @@ fn os_errors_are_reported_once() {
 
 #[test]
 fn sizes_of_zero_are_refused_by_the_flag_parser() {
-    for flag in ["--batch-size", "--batch-bytes", "--window", "--in-flight-bytes"] {
+    for flag in ["--connections", "--batch-size", "--batch-bytes", "--window", "--in-flight-bytes"] {
         let (status, stderr) = client(&["solve", "-", flag, "0"]);
         assert_eq!(status.code(), Some(2), "{flag}: {stderr}");
         assert!(stderr.contains(&format!("invalid value '0' for '{flag} ")), "{flag}: {stderr}");
