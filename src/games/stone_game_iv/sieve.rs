@@ -108,6 +108,48 @@ const CHUNKS: usize = 16;
 /// since the counts are fixed (12 and 8 cost 4% and 6% more CPU: "whole" runs above).
 const GROUP: usize = 16;
 
+/// Every k up to this marks from the whole list: k² < SEGMENT reaches from a segment into
+/// the next, and [`finish_segment`] makes those marks from the P-positions it finds.
+const FULL_MIN: u64 = 1 << 9;
+
+/// The largest k's mark from the whole list while their runs start among the first
+/// `FULL_MARKS` · √lo P-positions: a number ≡ 1, 3 (mod 5) then gets about this many
+/// marks from them, so few survive to be tested one by one.
+const FULL_MARKS: f64 = 24.0;
+
+/// Which list a k marks from: `None` for the whole list, else an index into the sparse
+/// lists (see [`keeps`]). Only k in (`FULL_MIN`, `sparse_up_to`] with k ≢ 0 (mod 5)
+/// mark from a sparse list.
+fn sparse_list(k: u64, sparse_up_to: u64) -> Option<usize> {
+    match k % 5 {
+        _ if k <= FULL_MIN || k > sparse_up_to => None,
+        1 | 4 => Some(0),
+        2 | 3 => Some(1),
+        _ => None,
+    }
+}
+
+/// Whether P-position `p` is in sparse list `list`: list 0, for k² ≡ 1 (mod 5), keeps
+/// p ≡ 1, 3, 4 and drops p ≡ 0, 2; list 1, for k² ≡ 4, keeps p ≡ 0, 1, 3 and drops
+/// p ≡ 2, 4. Every dropped pair marks a number ≡ 1 or 3.
+fn keeps(list: usize, p: u32) -> bool {
+    matches!((list, p % 5), (0, 1 | 3 | 4) | (1, 0 | 1 | 3))
+}
+
+/// The lists the k's of a segment mark from.
+#[derive(Clone, Copy)]
+struct Lists<'a> {
+    full: &'a [u32],
+    sparse: [&'a [u32]; 2],
+    sparse_up_to: u64,
+}
+
+impl<'a> Lists<'a> {
+    fn of(&self, k: u64) -> &'a [u32] {
+        sparse_list(k, self.sparse_up_to).map_or(self.full, |list| self.sparse[list])
+    }
+}
+
 /// One byte a number of the segment, non-zero when marked winning. Indices are masked to
 /// the size, which drops the bounds checks from the hot loop without `unsafe`.
 type Marks = Box<[u8; LEN]>;
@@ -140,7 +182,7 @@ fn prefetch(losing: &[u32], at: usize) {
 /// groups it marked a block in the previous segment, rounded; this call updates it.
 /// `starts` is scratch space, reused from chunk to chunk.
 fn mark_chunk(
-    losing: &[u32],
+    lists: Lists,
     (lo, hi): (u64, u64),
     first_k: u64,
     cursors: &mut [usize],
@@ -154,9 +196,9 @@ fn mark_chunk(
     while block_lo < hi {
         let block_hi = block_lo + BLOCK;
         if block_hi < hi {
-            mark_block(losing, lo, hi, block_hi, first_k, cursors, groups, marks);
+            mark_block(lists, lo, hi, block_hi, first_k, cursors, groups, marks);
         } else {
-            finish_runs(losing, lo, hi, first_k, cursors, starts, marks);
+            finish_runs(lists, lo, hi, first_k, cursors, starts, marks);
         }
         block_lo = block_hi;
     }
@@ -175,7 +217,7 @@ fn mark_chunk(
 /// behind catch up in the last block, and the last block marks the rest exactly.
 #[allow(clippy::too_many_arguments)]
 fn mark_block(
-    losing: &[u32],
+    lists: Lists,
     lo: u64,
     hi: u64,
     block_hi: u64,
@@ -185,8 +227,8 @@ fn mark_block(
     marks: &mut [u8; LEN],
 ) {
     let limit = (hi - lo) as u32;
-    for_each_k(losing, lo, block_hi, first_k, cursors, |i, offset, at| {
-        mark_groups(losing, at, offset, limit, groups[i] as usize, marks)
+    for_each_k(lists, lo, block_hi, first_k, cursors, false, |list, i, offset, at| {
+        mark_groups(list, at, offset, limit, groups[i] as usize, marks)
     });
 }
 
@@ -197,7 +239,7 @@ fn mark_block(
 /// (from `starts`, the cursors at the segment's start). One at a time, the few left cost
 /// a mispredicted exit a k.
 fn finish_runs(
-    losing: &[u32],
+    lists: Lists,
     lo: u64,
     hi: u64,
     first_k: u64,
@@ -206,22 +248,22 @@ fn finish_runs(
     marks: &mut [u8; LEN],
 ) {
     let limit = (hi - lo) as u32;
-    for_each_k(losing, lo, hi, first_k, cursors, |i, offset, at| {
-        let at = mark_groups(losing, at, offset, limit, usize::MAX, marks);
+    for_each_k(lists, lo, hi, first_k, cursors, true, |list, i, offset, at| {
+        let at = mark_groups(list, at, offset, limit, usize::MAX, marks);
         // The list is sorted and p + k² < 2^32, so the p's below `limit` are a prefix.
-        let left = losing
+        let left = list
             .get(at..at + GROUP)
             .map(|group| group.iter().map(|&p| usize::from(p.wrapping_add(offset) < limit)).sum::<usize>());
         match left {
             Some(left) if at + left >= starts[i] + GROUP => {
-                for &p in &losing[at + left - GROUP..at + left] {
+                for &p in &list[at + left - GROUP..at + left] {
                     set(marks, p.wrapping_add(offset) as usize);
                 }
                 at + left
             }
             _ => {
                 let mut at = at;
-                while let Some(&p) = losing.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
+                while let Some(&p) = list.get(at).filter(|&&p| p.wrapping_add(offset) < limit) {
                     set(marks, p.wrapping_add(offset) as usize);
                     at += 1;
                 }
@@ -231,27 +273,34 @@ fn finish_runs(
     });
 }
 
-/// Runs `mark(i, offset, cursor)` for each k = `first_k` + i of the chunk with
-/// k² < `end`, prefetching the list at the cursors a few k's ahead, and stores the
-/// cursor it returns. `offset` is k² − `lo` as a wrapping u32: for p at or past the
+/// Runs `mark(list, i, offset, cursor)` for each k = `first_k` + i of the chunk with
+/// k² < `end`, where `list` is the list k marks from, prefetching the lists at the
+/// cursors a few k's ahead, and stores the cursor it returns. Unless `every_k`, the k's
+/// of the sparsest list are left out: theirs hold a few P-positions a segment (under 3%
+/// of the list), which the segment's last block marks, one visit a segment instead of
+/// one a block. `offset` is k² − `lo` as a wrapping u32: for p at or past the
 /// cursor, p + k² − lo lies in [0, 2^32), so the wrapping sum p + offset is exact.
 #[inline(always)]
-fn for_each_k(
-    losing: &[u32],
+fn for_each_k<'a>(
+    lists: Lists<'a>,
     lo: u64,
     end: u64,
     first_k: u64,
     cursors: &mut [usize],
-    mut mark: impl FnMut(usize, u32, usize) -> usize,
+    every_k: bool,
+    mut mark: impl FnMut(&'a [u32], usize, u32, usize) -> usize,
 ) {
     let count = (isqrt(end - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
     for i in 0..count {
-        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
-            prefetch(losing, ahead);
-        }
         let k = first_k + i as u64;
+        if !every_k && sparse_list(k, lists.sparse_up_to).is_some() {
+            continue;
+        }
+        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
+            prefetch(lists.of(k + PREFETCH_AHEAD as u64), ahead);
+        }
         let offset = (k * k).wrapping_sub(lo) as u32;
-        cursors[i] = mark(i, offset, cursors[i]);
+        cursors[i] = mark(lists.of(k), i, offset, cursors[i]);
     }
 }
 
@@ -259,7 +308,7 @@ fn for_each_k(
 /// below `limit` (the segment's end, relative to its start); returns where it stopped.
 #[inline(always)]
 fn mark_groups(
-    losing: &[u32],
+    list: &[u32],
     mut at: usize,
     offset: u32,
     limit: u32,
@@ -267,7 +316,7 @@ fn mark_groups(
     marks: &mut [u8; LEN],
 ) -> usize {
     for _ in 0..max_groups {
-        let Some(group) = losing.get(at..at + GROUP) else { break };
+        let Some(group) = list.get(at..at + GROUP) else { break };
         if group[GROUP - 1].wrapping_add(offset) >= limit {
             break;
         }
@@ -291,6 +340,13 @@ pub struct Sieve {
     marks: [Marks; 2],
     /// The start of the next segment the cursors are valid for; `None` forces a resync.
     next: Option<u64>,
+    /// The P-positions below `next` that [`keeps`] puts in each sparse list.
+    sparse: [Vec<u32>; 2],
+    /// The largest k that may mark from a sparse list ([`sparse_list`]); it never falls
+    /// between resyncs.
+    sparse_up_to: u64,
+    /// [`FULL_MARKS`], but settable by tests.
+    full_marks: f64,
 }
 
 impl Default for Sieve {
@@ -303,7 +359,15 @@ impl Sieve {
     /// A sieve with no state; the first segment (from any start) resyncs it.
     pub fn new() -> Self {
         let zeroed = || vec![0; LEN].try_into().expect("LEN bytes");
-        Sieve { cursors: Vec::new(), groups: Vec::new(), marks: [zeroed(), zeroed()], next: None }
+        Sieve {
+            cursors: Vec::new(),
+            groups: Vec::new(),
+            marks: [zeroed(), zeroed()],
+            next: None,
+            sparse: [Vec::new(), Vec::new()],
+            sparse_up_to: 0,
+            full_marks: FULL_MARKS,
+        }
     }
 
     /// Classifies [lo, hi) and appends its P-positions to `found`, in order.
@@ -314,16 +378,33 @@ impl Sieve {
     pub fn classify(&mut self, losing: &[u32], lo: u64, hi: u64, found: &mut Vec<u32>) {
         assert!(lo < hi && hi - lo <= SEGMENT && hi <= 1 << 32, "bad segment [{lo}, {hi})");
         let max_k = isqrt(hi - 1);
+        let sparse_up_to = sparse_up_to(losing, lo, self.full_marks);
         if self.next == Some(lo) {
             // A new k has k² ≥ the previous end = lo, so every p + k² ≥ lo: from p = 0.
             self.cursors.resize(max_k as usize, 0);
             self.groups.resize(max_k as usize, 0);
+            // The k's that move from the whole list to a sparse one: their cursors anew.
+            let old = self.sparse_up_to.max(FULL_MIN);
+            self.sparse_up_to = sparse_up_to.max(self.sparse_up_to);
+            for k in (old + 1..=self.sparse_up_to).filter(|k| k % 5 != 0) {
+                let list = sparse_list(k, self.sparse_up_to).map_or(losing, |list| &self.sparse[list]);
+                self.cursors[k as usize - 1] = first_at_least(list, 0, lo.saturating_sub(k * k));
+                self.groups[k as usize - 1] = 0;
+            }
         } else {
             // A list that did not come from this sieve (loaded from disk, or after a panic
-            // left the cursors half-updated): every cursor by binary search.
-            self.cursors = (1..=max_k).map(|k| first_at_least(losing, 0, lo.saturating_sub(k * k))).collect();
+            // left the cursors half-updated): the sparse lists again, and every cursor by
+            // binary search.
+            self.sparse = [0, 1].map(|list| losing.iter().copied().filter(|&p| keeps(list, p)).collect());
+            self.sparse_up_to = sparse_up_to;
+            let lists =
+                Lists { full: losing, sparse: self.sparse.each_ref().map(Vec::as_slice), sparse_up_to };
+            self.cursors =
+                (1..=max_k).map(|k| first_at_least(lists.of(k), 0, lo.saturating_sub(k * k))).collect();
             self.groups = vec![0; max_k as usize];
         }
+        let sparse = self.sparse.each_ref().map(Vec::as_slice);
+        let lists = Lists { full: losing, sparse, sparse_up_to: self.sparse_up_to };
         // A panic below leaves the cursors half-updated: the next call resyncs.
         self.next = None;
         // The P-positions found in the previous segment are past every cursor, but for
@@ -343,7 +424,7 @@ impl Sieve {
                 let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
                 let Some((index, (cursors, groups))) = next else { break };
                 let first_k = (index * chunk_len) as u64 + 1;
-                mark_chunk(losing, (lo, hi), first_k, cursors, groups, &mut starts, marks);
+                mark_chunk(lists, (lo, hi), first_k, cursors, groups, &mut starts, marks);
             }
         };
         let [mine, theirs] = &mut self.marks;
@@ -355,14 +436,26 @@ impl Sieve {
             scope.spawn(|| work(theirs));
             work(mine);
         });
-        finish_segment(mine, theirs, lo, (hi - lo) as usize, found);
+        let first = found.len();
+        finish_segment(mine, theirs, lists, lo, (hi - lo) as usize, found);
+        for (list, sparse) in self.sparse.iter_mut().enumerate() {
+            sparse.extend(found[first..].iter().filter(|&&p| keeps(list, p)));
+        }
         self.next = Some(hi);
     }
 }
 
-/// Walks the segment in order: an unmarked number is a P-position, which then marks
-/// the numbers a square above it inside the segment.
-fn finish_segment(marks: &mut [u8; LEN], other: &[u8; LEN], lo: u64, len: usize, found: &mut Vec<u32>) {
+/// Walks the segment in order: an unmarked number is a P-position, unless a pair the
+/// sparse lists left out marks it ([`marked_by_dropped_pair`]), and a P-position then
+/// marks the numbers a square above it inside the segment.
+fn finish_segment(
+    marks: &mut [u8; LEN],
+    other: &[u8; LEN],
+    lists: Lists,
+    lo: u64,
+    len: usize,
+    found: &mut Vec<u32>,
+) {
     const ALL_MARKED: u64 = u64::from_ne_bytes([1; 8]);
     let mut at = 0;
     while at < len {
@@ -372,14 +465,44 @@ fn finish_segment(marks: &mut [u8; LEN], other: &[u8; LEN], lo: u64, len: usize,
             at += 8;
             continue;
         }
-        if marks[at] | other[at] == 0 {
-            found.push((lo + at as u64) as u32);
+        let n = lo + at as u64;
+        if marks[at] | other[at] == 0 && !marked_by_dropped_pair(lists, n) {
+            found.push(n as u32);
             for target in (1..).map(|k| at + k * k).take_while(|&target| target < len) {
                 set(marks, target);
             }
         }
         at += 1;
     }
+}
+
+/// The largest k that may mark from a sparse list in the segment from `lo`: the k's
+/// above it have runs that start among the first `full_marks` · √lo P-positions, the
+/// densest part of the list, and mark from the whole list. A number n ≡ 1, 3 (mod 5)
+/// then gets about `full_marks` marks from them (those runs hold that many P-positions a
+/// √lo of k's, k ≢ 0 has k² ≡ 1 or 4, and n − k² falls on a residue that holds 46% or
+/// 51% of the P-positions). 0 while the list is shorter: every k marks from it.
+fn sparse_up_to(losing: &[u32], lo: u64, full_marks: f64) -> u64 {
+    let among = (full_marks * (lo as f64).sqrt()).ceil() as usize;
+    losing.get(among).map_or(0, |&p| isqrt(lo - u64::from(p)))
+}
+
+/// Whether a pair the sparse lists leave out marks `n`: a P-position p and a k in
+/// (`FULL_MIN`, `sparse_up_to`], k ≢ 0 (mod 5), with p + k² = n; only n ≡ 1, 3 (mod 5)
+/// can be marked so. Those numbers are nearly all winning (the last P-position among
+/// them is below 10^7), and the few that no k marked are tested here. k descends, so
+/// n − k² starts low in the list, where P-positions are dense and a winning n soon meets
+/// one, and each test gallops up from the previous one's place.
+fn marked_by_dropped_pair(lists: Lists, n: u64) -> bool {
+    if !matches!(n % 5, 1 | 3) {
+        return false;
+    }
+    let mut at = 0;
+    (FULL_MIN + 1..=lists.sparse_up_to.min(isqrt(n))).rev().filter(|k| k % 5 != 0).any(|k| {
+        let x = n - k * k;
+        at = first_at_least(lists.full, at, x);
+        lists.full.get(at).is_some_and(|&p| u64::from(p) == x)
+    })
 }
 
 /// ⌊√n⌋, exact for every u64.
@@ -426,6 +549,7 @@ mod tests {
 
     use super::*;
     use crate::games::exhaustive::stone_game_iv_wins_below;
+    use crate::games::stone_game_iv::baseline;
 
     /// The plain definition over every n, as the list of P-positions.
     fn dense_losing_below(end: usize) -> Vec<u32> {
@@ -468,6 +592,69 @@ mod tests {
                 losing.extend_from_slice(&found);
                 lo = hi;
             }
+            assert_eq!(losing, whole, "split at {split}");
+        }
+    }
+
+    /// The P-positions below `end` from a sieve whose full-list k's reach `full_marks`.
+    fn losing_below_with(end: u64, full_marks: f64) -> Vec<u32> {
+        let mut sieve = Sieve { full_marks, ..Sieve::new() };
+        losing_positions_by(end, SEGMENT, |losing, lo, hi, found| sieve.classify(losing, lo, hi, found))
+    }
+
+    #[test]
+    fn every_pair_a_sparse_list_drops_marks_a_number_congruent_to_1_or_3_mod_5() {
+        for k in [FULL_MIN + 1, FULL_MIN + 2, FULL_MIN + 3, FULL_MIN + 4, FULL_MIN + 5] {
+            let list = sparse_list(k, u64::MAX);
+            assert_eq!(list.is_none(), k % 5 == 0, "k = {k}");
+            for p in 0..5u32 {
+                let target = (u64::from(p) + k * k) % 5;
+                let kept = list.is_none_or(|list| keeps(list, p));
+                assert!(kept || matches!(target, 1 | 3), "k = {k}, p ≡ {p} drops a mark on ≡ {target}");
+            }
+        }
+        // The k's up to FULL_MIN and above `sparse_up_to` mark from the whole list.
+        assert_eq!(sparse_list(FULL_MIN, u64::MAX), None);
+        assert_eq!(sparse_list(FULL_MIN + 7, FULL_MIN + 6), None);
+    }
+
+    #[test]
+    fn equals_the_baseline_sieve_to_ten_to_the_seven() {
+        // 44 P-positions ≡ 1, 3 (mod 5) lie below 10^7, each tested pair by pair.
+        let losing = losing_positions_below(10_000_000);
+        assert_eq!(losing, baseline::losing_positions_below(10_000_000));
+        assert_eq!(losing.iter().filter(|&&p| matches!(p % 5, 1 | 3)).count(), 44);
+    }
+
+    #[test]
+    fn few_full_marks_leave_many_numbers_to_test_and_change_nothing() {
+        // With one full mark a number, sparse lists start at a few hundred thousand and
+        // thousands of numbers ≡ 1, 3 survive the marks to be tested one by one.
+        let end = 4_000_000;
+        let expected = baseline::losing_positions_below(end);
+        for full_marks in [0.5, 1.0, 3.0] {
+            assert_eq!(losing_below_with(end, full_marks), expected, "full_marks {full_marks}");
+        }
+        // And with none at all: every k marks from the whole list.
+        assert_eq!(losing_below_with(end, 1e9), expected);
+    }
+
+    #[test]
+    fn resuming_with_sparse_lists_rebuilds_them_from_the_list() {
+        let end = 3_000_000;
+        let whole = losing_below_with(end, 1.0);
+        for split in [SEGMENT * 5, SEGMENT * 7 + 99, 2_222_222] {
+            let mut losing = losing_below_with(split, 1.0);
+            let (mut sieve, mut found, mut lo) =
+                (Sieve { full_marks: 1.0, ..Sieve::new() }, Vec::new(), split);
+            while lo < end {
+                let hi = (lo + SEGMENT).min(end);
+                found.clear();
+                sieve.classify(&losing, lo, hi, &mut found);
+                losing.extend_from_slice(&found);
+                lo = hi;
+            }
+            assert!(sieve.sparse_up_to > FULL_MIN, "the sparse lists are in use");
             assert_eq!(losing, whole, "split at {split}");
         }
     }
