@@ -2,9 +2,49 @@
 //!
 //! n is winning iff some P-position p has n − p = k², so every known p "marks" p + k²
 //! for every k. P-positions are sparse (1,727,524 below 10^9), so the work is the number
-//! of (p, k) pairs, 4.0·10^10 up to 10^9, one byte store each. The range is cut into
-//! segments of [`SEGMENT`] numbers, one byte a number, and each worker marks a segment
-//! one L1-sized block at a time.
+//! of (p, k) pairs, 4.0·10^10 up to 10^9, one byte store each, less those dropped below.
+//! The range is cut into segments of [`SEGMENT`] numbers, one byte a number, and each
+//! worker marks a segment one L1-sized block at a time.
+//!
+//! ## Numbers ≡ 1, 3 (mod 5)
+//!
+//! Below 10^9 the P-positions fall by residue mod 5 as 797,384 / 8 / 889,636 / 36 /
+//! 40,460 (≡ 0 / 1 / 2 / 3 / 4): the 44 that are ≡ 1 or 3 all lie below 10^7. Yet those
+//! numbers took most of the work: on [10^9 − 2^20, 10^9) each gets 72 marks, 63% of all
+//! marks there. So the k's ≢ 0 (mod 5) between `FULL_MIN` and `sparse_up_to` mark from
+//! a sparse list (`keeps`: p ≡ 1, 3, 4 for k² ≡ 1, p ≡ 0, 1, 3 for k² ≡ 4) that drops
+//! exactly the pairs landing on ≡ 1, 3; every other k marks from the whole list. The
+//! largest k's are the ones kept whole: their runs are the densest, the start of the list,
+//! and they hold the first `FULL_MARKS` · √lo P-positions, so a number ≡ 1, 3 still gets
+//! about that many marks, and `finish_segment` tests the few left unmarked against the
+//! dropped pairs one by one (`marked_by_dropped_pair`). Whatever the residues do past
+//! 10^9, the result is exact: a dropped pair is only ever skipped in the marks, never in
+//! the test.
+//!
+//! Measured (release build, shared 2-core machine):
+//! - Which k's to keep whole, on that last 2^20 with the 10^9 list (a scratch program):
+//!   the marks a number ≡ 1, 3 gets from them against the share left unmarked. The top
+//!   2,513 k's: 10.7 marks, 1.5·10^-3; the top 4,513: 16.9, 9.3·10^-5; k ≤ 8,000: 14.6,
+//!   4.3·10^-4; every 4th k: 18.8, 6.2·10^-5. The survivors fall like e^(−marks/2), not
+//!   e^(−marks) (the marks bunch), alike whichever k's give them; the top k's give them
+//!   with the fewest k's, so the fewest visits.
+//! - A survivor costs ~700 tests of ~30 ns (a gallop in the whole list), ~20 µs, on the
+//!   one thread that finishes the segment. Sieving to 10^9 (counts to 9.4·10^8),
+//!   `FULL_MARKS` 16: 1.94·10^10 marks, 108,329 survivors, 62 M tests, 5.92 s wall; 24:
+//!   2.22·10^10, 5,708, 4.1 M, 4.84 s; 32: 2.56·10^10, 267, 0.2 M, 5.01 s; every k
+//!   whole: 3.66·10^10 marks, 5.97 s. Interleaved `iv_cold` runs, 3 each, medians: 18:
+//!   5.53 s wall, 9.48 s CPU; 24: 4.92 s, 9.02 s; 30: 5.27 s, 9.54 s.
+//! - The sparse lists' k's mark a segment in one visit, in its last block (the stores
+//!   then reach the whole 256 KiB segment, in L2), instead of one visit a block:
+//!   4.84 → 4.72 s. Blocks of 2^16 to 2^18 for every k, or prefetching 4 or 8 lines
+//!   instead of 2: within the noise (4.9–5.4 s).
+//! - Result, `iv_cold --baseline --runs 3 1000000000`, medians: wall 8.90 s baseline,
+//!   4.89 s (0.55×); CPU 16.90 s, 8.97 s (0.53×); the sieve just before this change
+//!   gave 0.69× in the same sitting. A mark now costs ~1.6 cycles of CPU, not ~1.2: the
+//!   runs are shorter, so the list's first load and the visit weigh more per mark.
+//! - Left alone: numbers ≡ 4. Their P-positions thin out (2.3% of those near 10^9) but
+//!   number 40,460 below it, and each would be tested against ~25,000 dropped k's
+//!   (~0.75 ms): about 30 s.
 //!
 //! For one block and one k, the p's that mark it form a contiguous run of the sorted
 //! list, and the run for the next block starts where this one ended; a cursor per k
