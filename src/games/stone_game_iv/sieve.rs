@@ -249,10 +249,10 @@ fn mark_chunk(
 }
 
 /// Marks one block short of the segment's end: for each k of the chunk with
-/// k² < `block_hi` that marks from the whole list, as many groups of p's from the cursor on as the k marked a block in
-/// the previous segment. The count is not where the k's run in this block ends, but it
-/// is the same for long stretches of k's, so the loop's exit is predicted; checking for the
-/// run's end instead cost a mispredicted branch a (block, k). Stores past the block still
+/// k² < `block_hi` that marks from the whole list, as many groups of p's from the cursor
+/// on as the k marked a block in the previous segment. The count is not where the k's run
+/// in this block ends, but it is the same for long stretches of k's, so the loop's exit is
+/// predicted; checking for the run's end instead cost a mispredicted branch a (block, k). Stores past the block still
 /// land in the segment (each group is checked against its end), the cursors that fall
 /// behind catch up in the last block, and the last block marks the rest exactly.
 #[allow(clippy::too_many_arguments)]
@@ -318,8 +318,9 @@ fn finish_runs(
 /// cursors a few k's ahead, and stores the cursor it returns. Unless `every_k`, the k's
 /// that mark from a sparse list are left out: their runs are short (under half the
 /// list's P-positions, and under 3% for k² ≡ 1), so the segment's last block marks them
-/// whole, one visit a segment instead of one a block (4.84 → 4.72 s to 10^9, module doc). `offset` is k² − `lo` as a wrapping u32: for p at or past the
-/// cursor, p + k² − lo lies in [0, 2^32), so the wrapping sum p + offset is exact.
+/// whole, one visit a segment instead of one a block (4.84 → 4.72 s to 10^9, module doc).
+/// `offset` is k² − `lo` as a wrapping u32: for p at or past the cursor, p + k² − lo lies
+/// in [0, 2^32), so the wrapping sum p + offset is exact.
 #[inline(always)]
 fn for_each_k<'a>(
     lists: Lists<'a>,
@@ -419,32 +420,30 @@ impl Sieve {
         assert!(lo < hi && hi - lo <= SEGMENT && hi <= 1 << 32, "bad segment [{lo}, {hi})");
         let max_k = isqrt(hi - 1);
         let sparse_up_to = sparse_up_to(losing, lo, self.full_marks);
-        if self.next == Some(lo) {
+        // The k's whose cursors are searched for anew, in the list each marks from.
+        let searched = if self.next == Some(lo) {
             // A new k has k² ≥ the previous end = lo, so every p + k² ≥ lo: from p = 0.
             self.cursors.resize(max_k as usize, 0);
             self.groups.resize(max_k as usize, 0);
-            // The k's that move from the whole list to a sparse one: their cursors anew.
-            let old = self.sparse_up_to.max(FULL_MIN);
+            // The k's that move from the whole list to a sparse one.
+            let moved = self.sparse_up_to.max(FULL_MIN) + 1;
             self.sparse_up_to = sparse_up_to.max(self.sparse_up_to);
-            for k in (old + 1..=self.sparse_up_to).filter(|k| k % 5 != 0) {
-                let list = sparse_list(k, self.sparse_up_to).map_or(losing, |list| &self.sparse[list]);
-                self.cursors[k as usize - 1] = first_at_least(list, 0, lo.saturating_sub(k * k));
-                self.groups[k as usize - 1] = 0;
-            }
+            moved..=self.sparse_up_to
         } else {
             // A list that did not come from this sieve (loaded from disk, or after a panic
-            // left the cursors half-updated): the sparse lists again, and every cursor by
-            // binary search.
+            // left the cursors half-updated): the sparse lists again, and every cursor.
             self.sparse = [0, 1].map(|list| losing.iter().copied().filter(|&p| keeps(list, p)).collect());
             self.sparse_up_to = sparse_up_to;
-            let lists =
-                Lists { full: losing, sparse: self.sparse.each_ref().map(Vec::as_slice), sparse_up_to };
-            self.cursors =
-                (1..=max_k).map(|k| first_at_least(lists.of(k), 0, lo.saturating_sub(k * k))).collect();
+            self.cursors = vec![0; max_k as usize];
             self.groups = vec![0; max_k as usize];
-        }
+            1..=max_k
+        };
         let sparse = self.sparse.each_ref().map(Vec::as_slice);
         let lists = Lists { full: losing, sparse, sparse_up_to: self.sparse_up_to };
+        for k in searched {
+            self.cursors[k as usize - 1] = first_at_least(lists.of(k), 0, lo.saturating_sub(k * k));
+            self.groups[k as usize - 1] = 0;
+        }
         // A panic below leaves the cursors half-updated: the next call resyncs.
         self.next = None;
         // The P-positions found in the previous segment are past every cursor, but for
@@ -568,11 +567,21 @@ pub fn losing_positions_below(end: u64) -> Vec<u32> {
 pub(super) fn losing_positions_by(
     end: u64,
     segment: u64,
+    classify: impl FnMut(&[u32], u64, u64, &mut Vec<u32>),
+) -> Vec<u32> {
+    extend_losing(Vec::new(), 0, end, segment, classify)
+}
+
+/// `losing`, the P-positions below `lo`, extended to those below `end` as
+/// [`losing_positions_by`] does.
+fn extend_losing(
+    mut losing: Vec<u32>,
+    mut lo: u64,
+    end: u64,
+    segment: u64,
     mut classify: impl FnMut(&[u32], u64, u64, &mut Vec<u32>),
 ) -> Vec<u32> {
-    let mut losing = Vec::new();
     let mut found = Vec::new();
-    let mut lo = 0;
     while lo < end {
         let hi = (lo + segment).min(end);
         found.clear();
@@ -620,18 +629,14 @@ mod tests {
 
     #[test]
     fn resuming_from_any_split_gives_the_same_list() {
-        let whole = losing_positions_below(3 * SEGMENT + 12_345);
+        let end = 3 * SEGMENT + 12_345;
+        let whole = losing_positions_below(end);
         for split in [1, 777, SEGMENT - 1, SEGMENT, SEGMENT + 5, 2 * SEGMENT + 99] {
             // A fresh sieve must resync its cursors from the list alone.
-            let mut losing = losing_positions_below(split);
-            let (mut sieve, mut found, mut lo) = (Sieve::new(), Vec::new(), split);
-            while lo < 3 * SEGMENT + 12_345 {
-                let hi = (lo + SEGMENT / 3).min(3 * SEGMENT + 12_345);
-                found.clear();
-                sieve.classify(&losing, lo, hi, &mut found);
-                losing.extend_from_slice(&found);
-                lo = hi;
-            }
+            let mut sieve = Sieve::new();
+            let classify =
+                |losing: &[u32], lo, hi, found: &mut Vec<u32>| sieve.classify(losing, lo, hi, found);
+            let losing = extend_losing(losing_positions_below(split), split, end, SEGMENT / 3, classify);
             assert_eq!(losing, whole, "split at {split}");
         }
     }
@@ -684,16 +689,10 @@ mod tests {
         let end = 3_000_000;
         let whole = losing_below_with(end, 1.0);
         for split in [SEGMENT * 5, SEGMENT * 7 + 99, 2_222_222] {
-            let mut losing = losing_below_with(split, 1.0);
-            let (mut sieve, mut found, mut lo) =
-                (Sieve { full_marks: 1.0, ..Sieve::new() }, Vec::new(), split);
-            while lo < end {
-                let hi = (lo + SEGMENT).min(end);
-                found.clear();
-                sieve.classify(&losing, lo, hi, &mut found);
-                losing.extend_from_slice(&found);
-                lo = hi;
-            }
+            let mut sieve = Sieve { full_marks: 1.0, ..Sieve::new() };
+            let classify =
+                |losing: &[u32], lo, hi, found: &mut Vec<u32>| sieve.classify(losing, lo, hi, found);
+            let losing = extend_losing(losing_below_with(split, 1.0), split, end, SEGMENT, classify);
             assert!(sieve.sparse_up_to > FULL_MIN, "the sparse lists are in use");
             assert_eq!(losing, whole, "split at {split}");
         }
