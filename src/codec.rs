@@ -23,6 +23,10 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::pb;
 
+/// Default limit of one gRPC message, each way, for the server and the bulk client: room
+/// for a 10^7-character Sum Game (or 8·10^6 stones) with headroom.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
 /// The generated service's and client's codec (`build.rs` names it).
 #[derive(Debug, Clone, Copy)]
 pub struct GrpcCodec<T, U>(PhantomData<(T, U)>);

@@ -97,7 +97,7 @@ impl Default for SolveConfig {
             connections: nonzero(2),
             window: nonzero(16),
             in_flight_bytes: nonzero(16 << 20),
-            max_message_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
             compression: None,
             progress: false,
         }

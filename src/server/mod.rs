@@ -33,9 +33,7 @@ pub use limits::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
 
-/// Default limit of one gRPC message, each way: room for a 10^7-character Sum Game
-/// (or 8·10^6 stones) with headroom.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub use crate::codec::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// The service name that health checks and reflection report (the generated constant).
 pub use crate::pb::game_solver_service_server::SERVICE_NAME;
