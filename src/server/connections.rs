@@ -1,7 +1,7 @@
 //! The byte stream of a connection: TLS-terminated when configured, counted in the
 //! metrics, and closed by force once it outlives `max_connection_age +
 //! max_connection_age_grace`. [`Accept`] makes it from an accepted socket, as the
-//! accept loop's handshake (`incoming.rs`, which bounds its time and adds the
+//! accept loop's handshake (`accept.rs`, which bounds its time and adds the
 //! connection's idle and shutdown rules on top).
 //!
 //! The forced close lives here because tonic 0.14.9 does not send the GOAWAY at
@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use super::incoming::Handshake;
+use super::accept::Handshake;
 use super::metrics::{ConnectionGuard, Metrics};
 use super::tls::ReloadableTls;
 

@@ -20,16 +20,19 @@ use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::{GameSolverService, Solver, SolverConfig};
 
+mod accept;
+mod connection_state;
 mod connections;
 mod grpc_codes;
-mod incoming;
 mod iv_table;
 mod limits;
+mod log_limit;
 pub mod metrics;
 pub mod tls;
+mod transport;
 
-pub use incoming::raise_open_file_limit;
-pub use limits::LogRateLimit;
+pub use accept::raise_open_file_limit;
+pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
 
@@ -259,13 +262,13 @@ pub async fn serve(
         tls = config.tls.is_some(),
         "serving"
     );
-    let connection_limits = incoming::ConnectionLimits {
+    let connection_limits = accept::ConnectionLimits {
         max_connections: config.max_connections,
         handshake_timeout: config.handshake_timeout,
         idle_timeout: config.connection_idle_timeout,
     };
     let accept = connections::Accept { tls: config.tls.clone(), forced_close_after, metrics };
-    let incoming = incoming::Incoming::new(listener, connection_limits, stopping.clone(), accept);
+    let incoming = accept::Incoming::new(listener, connection_limits, stopping.clone(), accept);
     let server = router.serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
 
     // The server future ends once every connection has closed, which each does as soon

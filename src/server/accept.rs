@@ -1,0 +1,203 @@
+//! The accept loop, as the stream of connections tonic serves.
+//!
+//! Every resource a peer can hold before it makes a call is bounded here:
+//! - at most `max_connections` are open or handshaking; beyond that the loop stops
+//!   accepting and the kernel's backlog holds newcomers (never an unbounded queue);
+//! - a connection must finish its handshake (TLS, if any) and send the 24-byte HTTP/2
+//!   preface within `handshake_timeout`; handshakes run in their own tasks, so a silent
+//!   peer never holds up the next accept;
+//! - a connection with no call in flight for `idle_timeout` is closed (gRPC's
+//!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
+//! - once shutdown begins, a connection closes as soon as it has no call in flight.
+//!
+//! How a connection is closed (a GOAWAY, then end of input) is [`super::transport`]'s.
+//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, PollSemaphore};
+use tonic::transport::server::TcpConnectInfo;
+
+use super::connection_state::{ConnectionInfo, ConnectionState};
+use super::log_limit::LogLimiter;
+use super::transport::{Connection, PREFACE};
+
+/// First and longest pause after an `accept` error that is not the peer's.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
+/// Connections accepted in one poll before the loop lets other tasks run.
+const ACCEPTS_PER_POLL: usize = 64;
+
+/// Bounds on connections; see the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionLimits {
+    pub(crate) max_connections: usize,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+}
+
+/// Makes the connection's byte stream from an accepted socket: the identity for
+/// plaintext, a TLS handshake otherwise. It runs under the handshake deadline.
+pub(crate) trait Handshake: Send + Sync + 'static {
+    /// The byte stream HTTP/2 runs over.
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Handshakes `tcp`.
+    fn handshake(&self, tcp: TcpStream) -> impl Future<Output = io::Result<Self::Io>> + Send;
+}
+
+/// The stream of connections that have completed their handshake and preface.
+pub(crate) struct Incoming<H: Handshake> {
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    handshake: Arc<H>,
+    closing: CancellationToken,
+    slots: PollSemaphore,
+    /// A slot taken while `accept` had nothing to give.
+    slot: Option<OwnedSemaphorePermit>,
+    handshakes: JoinSet<Option<Connection<H::Io>>>,
+    backoff: Option<Pin<Box<Sleep>>>,
+    next_backoff: Duration,
+    accept_errors: LogLimiter,
+}
+
+impl<H: Handshake> Incoming<H> {
+    /// Accepts on `listener` within `limits`; connections close early once `closing`
+    /// is cancelled.
+    pub(crate) fn new(
+        listener: TcpListener,
+        limits: ConnectionLimits,
+        closing: CancellationToken,
+        handshake: H,
+    ) -> Self {
+        let slots = PollSemaphore::new(Arc::new(Semaphore::new(limits.max_connections.max(1))));
+        Incoming {
+            listener,
+            limits,
+            handshake: Arc::new(handshake),
+            closing,
+            slots,
+            slot: None,
+            handshakes: JoinSet::new(),
+            backoff: None,
+            next_backoff: ACCEPT_BACKOFF.0,
+            accept_errors: LogLimiter::new(Duration::from_secs(10)),
+        }
+    }
+
+    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, slot: OwnedSemaphorePermit) {
+        let tcp_info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
+        let _ = tcp.set_nodelay(true);
+        let handshake = Arc::clone(&self.handshake);
+        let limits = self.limits.clone();
+        let closing = self.closing.clone();
+        self.handshakes.spawn(async move {
+            let opened = async {
+                let mut io = handshake.handshake(tcp).await?;
+                let mut preface = [0u8; PREFACE.len()];
+                io.read_exact(&mut preface).await?;
+                match &preface == PREFACE {
+                    true => Ok(io),
+                    false => Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface")),
+                }
+            };
+            let io = match tokio::time::timeout(limits.handshake_timeout, opened).await {
+                Ok(Ok(io)) => io,
+                Ok(Err(err)) => {
+                    tracing::debug!(%peer, %err, "connection closed before its HTTP/2 preface");
+                    return None;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, timeout = ?limits.handshake_timeout, "no HTTP/2 preface in time");
+                    return None;
+                }
+            };
+            let info = ConnectionInfo { tcp: tcp_info, state: Arc::new(ConnectionState::new()) };
+            Some(Connection::new(io, info, closing.cancelled_owned(), limits.idle_timeout, slot))
+        });
+    }
+
+    /// Handles an `accept` error: the peer's own (it reset before we took it) is
+    /// skipped; anything else (out of file descriptors, memory) pauses accepting.
+    fn accept_failed(&mut self, err: io::Error) {
+        use io::ErrorKind as K;
+        if matches!(err.kind(), K::ConnectionAborted | K::ConnectionReset | K::Interrupted | K::WouldBlock) {
+            return;
+        }
+        let pause = self.next_backoff;
+        self.next_backoff = (pause * 2).min(ACCEPT_BACKOFF.1);
+        self.backoff = Some(Box::pin(tokio::time::sleep(pause)));
+        if let Some(suppressed) = self.accept_errors.allow() {
+            tracing::warn!(%err, ?pause, suppressed, "accept failed; pausing (open files: raise `ulimit -n`)");
+        }
+    }
+}
+
+impl<H: Handshake> Stream for Incoming<H> {
+    type Item = Result<Connection<H::Io>, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        for _ in 0..ACCEPTS_PER_POLL {
+            while let Poll::Ready(Some(done)) = this.handshakes.poll_join_next(cx) {
+                if let Ok(Some(connection)) = done {
+                    return Poll::Ready(Some(Ok(connection)));
+                }
+            }
+            if let Some(backoff) = &mut this.backoff {
+                if backoff.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.backoff = None;
+            }
+            let slot = match this.slot.take() {
+                Some(slot) => slot,
+                None => match this.slots.poll_acquire(cx) {
+                    Poll::Ready(Some(slot)) => slot,
+                    // The semaphore is never closed.
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                },
+            };
+            match this.listener.poll_accept(cx) {
+                Poll::Ready(Ok((tcp, peer))) => {
+                    this.next_backoff = ACCEPT_BACKOFF.0;
+                    this.start_handshake(tcp, peer, slot);
+                }
+                Poll::Ready(Err(err)) => this.accept_failed(err),
+                Poll::Pending => {
+                    this.slot = Some(slot);
+                    return Poll::Pending;
+                }
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Raises this process's open-file soft limit to its hard limit, so that the connection
+/// cap, not the default 1,024 descriptors, is what bounds connections. Returns the new
+/// soft limit.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    #[cfg(unix)]
+    {
+        rlimit::increase_nofile_limit(u64::MAX)
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(0)
+    }
+}

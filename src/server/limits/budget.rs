@@ -1,0 +1,229 @@
+//! A request body whose messages are admitted against the server-wide byte budget,
+//! with compressed messages inflated on the blocking pool.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::future::BoxFuture;
+use http_body::Frame;
+use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+use tonic::body::Body;
+use tonic::Status;
+
+use super::inflate::Inflate;
+use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
+use crate::service::stream_idle_status;
+
+/// Where a request body is between gRPC messages.
+enum Phase {
+    /// Reading a 5-byte message header.
+    Header,
+    /// Waiting for the budget a message of `len` bytes needs.
+    Admitting { compressed: bool, len: usize, admit: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
+    /// Passing on the rest of an uncompressed message.
+    Passing { left: usize },
+    /// Collecting a compressed message of `len` bytes, to inflate it whole.
+    Collecting { len: usize },
+    /// Inflating a compressed message on the blocking pool.
+    Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, OwnedSemaphorePermit)>),
+}
+
+/// A request body whose messages are admitted against the server-wide budget and whose
+/// compressed messages are inflated (tonic then sees uncompressed ones).
+pub(super) struct Budgeted {
+    inner: Body,
+    inflate: Option<Inflate>,
+    buf: BytesMut,
+    phase: Phase,
+    messages: u64,
+    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    budget: Arc<Semaphore>,
+    budget_units: u32,
+    limits: Arc<CallLimits>,
+    idle: Option<Pin<Box<Sleep>>>,
+}
+
+impl Budgeted {
+    /// A body over `inner` whose messages take their bytes from `budget` into `held`.
+    pub(super) fn new(
+        inner: Body,
+        inflate: Option<Inflate>,
+        held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+        budget: Arc<Semaphore>,
+        budget_units: u32,
+        limits: Arc<CallLimits>,
+    ) -> Self {
+        Budgeted {
+            inner,
+            inflate,
+            buf: BytesMut::new(),
+            phase: Phase::Header,
+            messages: 0,
+            held,
+            budget,
+            budget_units,
+            limits,
+            idle: None,
+        }
+    }
+
+    /// True while the call owes the server bytes it should be sending: its first message,
+    /// or the rest of a message it has begun.
+    fn owes_bytes(&self) -> bool {
+        self.messages == 0 || !matches!(self.phase, Phase::Header) || !self.buf.is_empty()
+    }
+
+    /// Moves the body on with what is buffered; `Some` is a frame for tonic.
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Status>>> {
+        loop {
+            match &mut self.phase {
+                Phase::Header => {
+                    if self.buf.len() < GRPC_HEADER {
+                        return Poll::Ready(None);
+                    }
+                    let compressed = self.buf[0] == 1;
+                    let len =
+                        u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+                    if len > self.limits.max_message_bytes {
+                        // tonic refuses it from its header, before reading any of it.
+                        self.phase = Phase::Passing { left: GRPC_HEADER };
+                        continue;
+                    }
+                    // The previous message's bytes are the call's to free now.
+                    self.held.lock().take();
+                    let wanted =
+                        units(len + GRPC_HEADER).saturating_mul(MESSAGE_COPIES).min(self.budget_units);
+                    let budget = Arc::clone(&self.budget);
+                    let admit = Box::pin(async move { budget.acquire_many_owned(wanted).await.ok() });
+                    self.phase = Phase::Admitting { compressed, len, admit };
+                }
+                Phase::Admitting { compressed, len, admit } => {
+                    let Poll::Ready(permit) = admit.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    *self.held.lock() = permit;
+                    self.phase = match (*compressed, self.inflate) {
+                        (true, Some(_)) => Phase::Collecting { len: *len },
+                        // Uncompressed, or compressed without a known encoding, which
+                        // tonic refuses.
+                        _ => Phase::Passing { left: *len + GRPC_HEADER },
+                    };
+                }
+                Phase::Passing { left } => {
+                    if self.buf.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    let take = (*left).min(self.buf.len());
+                    *left -= take;
+                    if *left == 0 {
+                        self.phase = Phase::Header;
+                        self.messages += 1;
+                    }
+                    return Poll::Ready(Some(Ok(self.buf.split_to(take).freeze())));
+                }
+                Phase::Collecting { len } => {
+                    let len = *len;
+                    if self.buf.len() < GRPC_HEADER + len {
+                        return Poll::Ready(None);
+                    }
+                    let message = self.buf.split_to(GRPC_HEADER + len).freeze();
+                    let (Some(inflate), Some(mut held)) = (self.inflate, self.held.lock().take()) else {
+                        return Poll::Ready(Some(Err(Status::internal(
+                            "inflating without an encoding or budget",
+                        ))));
+                    };
+                    let (budget, units, limit) =
+                        (Arc::clone(&self.budget), self.budget_units, self.limits.max_message_bytes);
+                    // Inflating 60 MB takes a tenth of a second: off the async workers.
+                    let job = tokio::task::spawn_blocking(move || {
+                        let inflated =
+                            inflate.inflate(&message[GRPC_HEADER..], limit, &mut held, &budget, units);
+                        (inflated, held)
+                    });
+                    self.phase = Phase::Inflating(job);
+                }
+                Phase::Inflating(job) => {
+                    let Poll::Ready(done) = Pin::new(job).poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    let inflated = match done {
+                        Ok((inflated, held)) => {
+                            *self.held.lock() = Some(held);
+                            inflated
+                        }
+                        Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
+                    };
+                    return Poll::Ready(Some(inflated.map(Bytes::from)));
+                }
+            }
+        }
+    }
+
+    /// Ends a call that owes bytes and has sent none for the stream idle timeout.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        let Some(timeout) = self.limits.stream_idle_timeout else {
+            return Poll::Pending;
+        };
+        if !self.owes_bytes() {
+            self.idle = None;
+            return Poll::Pending;
+        }
+        let idle = self.idle.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match idle.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(stream_idle_status(timeout)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl http_body::Body for Budgeted {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        loop {
+            match this.step(cx) {
+                Poll::Ready(Some(result)) => return Poll::Ready(Some(result.map(Frame::data))),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {}
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(mut data) => {
+                        this.idle = None;
+                        this.buf.put(&mut data);
+                    }
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Poll::Ready(Some(Err(status))) => return Poll::Ready(Some(Err(status))),
+                Poll::Ready(None) => {
+                    // A truncated message: tonic reports the unexpected end.
+                    return Poll::Ready(
+                        (!this.buf.is_empty()).then(|| Ok(Frame::data(this.buf.split().freeze()))),
+                    );
+                }
+                Poll::Pending => {
+                    return match this.poll_idle(cx) {
+                        Poll::Ready(status) => Poll::Ready(Some(Err(status))),
+                        Poll::Pending => Poll::Pending,
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.buf.is_empty() && matches!(self.phase, Phase::Header) && self.inner.is_end_stream()
+    }
+}
