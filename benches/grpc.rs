@@ -27,9 +27,9 @@ fn problems(count: usize) -> Vec<pb::Problem> {
 fn grpc(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let channel: Channel = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(server::serve(listener, ServerConfig::default(), std::future::pending()));
+        let server = server::Server::bind(ServerConfig::ephemeral()).await.unwrap();
+        let url = format!("http://{}", server.local_addr());
+        tokio::spawn(server.run(std::future::pending()));
         Channel::from_shared(url).unwrap().connect().await.unwrap()
     });
     let solver = GameSolverServiceClient::new(channel.clone());

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::games::{Game, Move, Outcome, Player, SolveError};
+use crate::games::{Game, GameKind, Move, Outcome, Player, SolveError};
 use crate::pb;
 use crate::pool::PoolError;
 
@@ -143,6 +143,32 @@ pub fn over_limit_is_exhausted(status: Status) -> Status {
         true => Status::resource_exhausted(status.message()),
         false => status,
     }
+}
+
+/// Which game a wire problem holds, if any.
+pub fn game_kind(problem: &pb::Problem) -> Option<GameKind> {
+    use pb::problem::Game as G;
+    Some(match problem.game.as_ref()? {
+        G::SumGame(_) => GameKind::SumGame,
+        G::StoneGameIx(_) => GameKind::StoneGameIx,
+        G::StoneGameIv(_) => GameKind::StoneGameIv,
+    })
+}
+
+/// The metrics label of a wire problem's game; `none` for a problem without one.
+pub fn game_label(problem: Option<&pb::Problem>) -> &'static str {
+    problem.and_then(game_kind).map_or("none", GameKind::label)
+}
+
+/// Roughly the memory a decoded problem holds: what a stream's admission counts.
+pub fn problem_bytes(problem: &pb::Problem) -> usize {
+    use pb::problem::Game as G;
+    let input = match &problem.game {
+        Some(G::SumGame(g)) => g.num.len(),
+        Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
+        Some(G::StoneGameIv(_)) | None => 0,
+    };
+    std::mem::size_of::<pb::Problem>() + problem.id.len() + input
 }
 
 /// Splits a wire problem into its id and its game, taking ownership of the input.

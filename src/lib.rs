@@ -27,5 +27,6 @@ pub mod iv_table_file;
 mod json_number;
 pub mod pb;
 pub(crate) mod pool;
+pub mod seconds;
 pub mod server;
 pub mod service;

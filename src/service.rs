@@ -25,28 +25,34 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, ProblemError};
-use crate::games::{Game, Outcome, StoneGameIvTable};
+use crate::games::{Game, GameKind, Outcome, StoneGameIvTable};
 use crate::pb;
 use crate::pool::{self, PoolError};
-use crate::server::metrics::{game_label, Metrics};
+use crate::seconds::Timeout;
 
 /// Tuning of the fan-out.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct SolverConfig {
-    /// A problem (or batch) with at most this much input (bytes or stones) is solved on
-    /// the calling async worker; larger ones go to the CPU pool.
+    /// Problems whose input is at most this many bytes/stones are solved inline on the
+    /// calling async worker; larger ones go to the CPU pool.
+    #[arg(long, default_value_t = SolverConfig::default().inline_work)]
     pub inline_work: usize,
     /// Problems of one `SolveStream` call solved concurrently, ahead of the one the
     /// client is waiting for.
+    #[arg(skip = SolverConfig::default().stream_window)]
     pub stream_window: usize,
     /// Batches of one `SolveBatchStream` call solved concurrently.
+    #[arg(skip = SolverConfig::default().batch_window)]
     pub batch_window: usize,
-    /// Bytes of decoded problems one streaming call may have in flight; a request larger
-    /// than this waits until it can have all of it, then runs alone.
+    /// Bytes of decoded problems one streaming call may have in flight before the server
+    /// stops reading from it (HTTP/2 flow control then holds the client back); a request
+    /// larger than this waits until it can have all of it, then runs alone.
+    #[arg(long, default_value_t = SolverConfig::default().stream_in_flight_bytes)]
     pub stream_in_flight_bytes: usize,
-    /// A streaming call that sends nothing for this long while the server has nothing
-    /// left to answer ends with `DEADLINE_EXCEEDED`; `None` lets it wait forever.
-    pub stream_idle_timeout: Option<Duration>,
+    /// Seconds a stream may send nothing while the server has nothing left to answer
+    /// before it ends with DEADLINE_EXCEEDED; 0 is never.
+    #[arg(long, default_value_t = SolverConfig::default().stream_idle_timeout)]
+    pub stream_idle_timeout: Timeout,
 }
 
 impl Default for SolverConfig {
@@ -56,7 +62,7 @@ impl Default for SolverConfig {
             stream_window: 64,
             batch_window: 4,
             stream_in_flight_bytes: 64 * 1024 * 1024,
-            stream_idle_timeout: Some(Duration::from_secs(60)),
+            stream_idle_timeout: Timeout(Some(Duration::from_secs(60))),
         }
     }
 }
@@ -68,31 +74,73 @@ const BUDGET_UNIT: usize = 1024;
 /// Smallest number of problems that one rayon task of a batch takes.
 const MIN_PROBLEMS_PER_TASK: usize = 256;
 
+/// What the service reports of its work. The server's metrics implement it; the
+/// service knows nothing of how it is counted.
+pub trait SolveObserver: Send + Sync + std::fmt::Debug + 'static {
+    /// Problems answered, as (game label, outcome, count): the outcome is `solved` or the
+    /// error's reason. Called once a batch or task with its whole tally, so that a
+    /// million small problems a second do not contend on one counter.
+    fn problems_answered(&self, counts: &[(&'static str, &'static str, u64)]);
+
+    /// A caller spent `seconds` growing `game`'s table (or waiting for that growth);
+    /// `cause` says what asked for it.
+    fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64);
+}
+
+/// Problems counted locally, reported to the observer in one call when dropped.
+#[derive(Debug)]
+struct Tally {
+    observer: Arc<dyn SolveObserver>,
+    /// (game, outcome, count); a batch has a handful of distinct pairs.
+    counts: Vec<(&'static str, &'static str, u64)>,
+}
+
+impl Tally {
+    /// Counts one problem of `game` with its result.
+    fn record<T>(&mut self, game: &'static str, result: &Result<T, ProblemError>) {
+        let outcome = match result {
+            Ok(_) => "solved",
+            Err(err) => err.reason(),
+        };
+        match self.counts.iter_mut().find(|(g, o, _)| *g == game && *o == outcome) {
+            Some((_, _, count)) => *count += 1,
+            None => self.counts.push((game, outcome, 1)),
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if !self.counts.is_empty() {
+            self.observer.problems_answered(&self.counts);
+        }
+    }
+}
+
 /// The solver behind the RPCs: the Stone Game IV table plus the fan-out policy.
 #[derive(Debug)]
 pub struct Solver {
     iv_table: Arc<StoneGameIvTable>,
     config: SolverConfig,
-    /// Counts problems by game and outcome, and table extensions.
-    metrics: Option<Metrics>,
+    /// Told of problems answered and table extensions.
+    observer: Option<Arc<dyn SolveObserver>>,
 }
 
 impl Solver {
     /// A solver answering Stone Game IV from `iv_table`.
     pub fn new(iv_table: Arc<StoneGameIvTable>, config: SolverConfig) -> Self {
-        Solver { iv_table, config, metrics: None }
+        Solver { iv_table, config, observer: None }
     }
 
-    /// The same solver, counting what it does in `metrics`.
-    pub fn with_metrics(self, metrics: Metrics) -> Self {
-        Solver { metrics: Some(metrics), ..self }
+    /// The same solver, reporting what it does to `observer`.
+    pub fn with_observer(self, observer: Arc<dyn SolveObserver>) -> Self {
+        Solver { observer: Some(observer), ..self }
     }
 
-    /// Counts one problem of `game` with its result.
-    fn record<T>(&self, game: &'static str, result: &Result<T, ProblemError>) {
-        if let Some(metrics) = &self.metrics {
-            metrics.tally().record(game, result);
-        }
+    /// A tally that reports to the observer when dropped; `None` without one.
+    fn tally(&self) -> Option<Tally> {
+        let observer = Arc::clone(self.observer.as_ref()?);
+        Some(Tally { observer, counts: Vec::new() })
     }
 
     /// Grows the Stone Game IV table to the largest pile in `piles` that needs it.
@@ -105,8 +153,8 @@ impl Solver {
         // An OutOfRange here cannot happen (needs_extension checks the limit), and a
         // pile that is out of range gets its own error from `solve`.
         pool::run_blocking(move || table.extend_to(n).map(drop)).await?.ok();
-        if let Some(metrics) = &self.metrics {
-            metrics.observe_iv_extension("request", started.elapsed().as_secs_f64());
+        if let Some(observer) = &self.observer {
+            observer.table_extended(GameKind::StoneGameIv, "request", started.elapsed().as_secs_f64());
         }
         Ok(())
     }
@@ -136,13 +184,15 @@ impl Solver {
         problem: Option<pb::Problem>,
         winner_only: bool,
     ) -> (String, Result<Outcome, ProblemError>) {
-        let label = game_label(problem.as_ref());
+        let label = convert::game_label(problem.as_ref());
         let (id, game) = convert::required_problem(problem);
         let result = match game {
             Ok(game) => self.solve(game, winner_only).await,
             Err(err) => Err(err),
         };
-        self.record(label, &result);
+        if let Some(mut tally) = self.tally() {
+            tally.record(label, &result);
+        }
         (id, result)
     }
 
@@ -154,7 +204,7 @@ impl Solver {
     ) -> Result<Vec<pb::Solution>, PoolError> {
         let mut problems: Vec<_> = problems
             .into_iter()
-            .map(|problem| (game_label(Some(&problem)), convert::problem(problem)))
+            .map(|problem| (convert::game_label(Some(&problem)), convert::problem(problem)))
             .collect();
         if let Err(err) = self.prepare_iv(piles(&problems)).await {
             // The table could not grow: only the piles that needed it fail.
@@ -169,14 +219,14 @@ impl Solver {
         let work: usize = problems.iter().map(|(_, (_, game))| game.as_ref().map_or(1, Game::work)).sum();
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
-            let metrics = self.metrics.clone();
-            move || metrics.as_ref().map(Metrics::tally)
+            let observer = self.observer.clone();
+            move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
         let solve_one =
-            move |table: &StoneGameIvTable, tally: &mut Option<_>, (label, (id, game)): Converted| {
+            move |table: &StoneGameIvTable, tally: &mut Option<Tally>, (label, (id, game)): Converted| {
                 let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
                 if let Some(tally) = tally {
-                    crate::server::metrics::ProblemTally::record(tally, label, &result);
+                    tally.record(label, &result);
                 }
                 convert::solution(id, result)
             };
@@ -220,7 +270,9 @@ fn solve_guarded(game: &Game, table: &StoneGameIvTable, winner_only: bool) -> Re
         false => game.solve(table),
     }));
     solved
-        .map_err(|_| ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind()))))?
+        .map_err(|_| {
+            ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind().name())))
+        })?
         .map_err(Into::into)
 }
 
@@ -273,8 +325,8 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
         let budget = StreamBudget::new(solver.config.stream_window, solver.config.stream_in_flight_bytes);
         let requests = request.into_inner();
         let request_bytes =
-            |request: &pb::SolveStreamRequest| request.problem.as_ref().map_or(0, problem_bytes);
-        let idle = solver.config.stream_idle_timeout;
+            |request: &pb::SolveStreamRequest| request.problem.as_ref().map_or(0, convert::problem_bytes);
+        let idle = solver.config.stream_idle_timeout.0;
         Ok(Response::new(solve_in_order(requests, budget, idle, request_bytes, move |request| {
             let solver = Arc::clone(&solver);
             async move {
@@ -295,8 +347,8 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
         let budget = StreamBudget::new(solver.config.batch_window, solver.config.stream_in_flight_bytes);
         let requests = request.into_inner();
         let batch_bytes =
-            |batch: &pb::SolveBatchStreamRequest| batch.problems.iter().map(problem_bytes).sum();
-        let idle = solver.config.stream_idle_timeout;
+            |batch: &pb::SolveBatchStreamRequest| batch.problems.iter().map(convert::problem_bytes).sum();
+        let idle = solver.config.stream_idle_timeout.0;
         Ok(Response::new(solve_in_order(requests, budget, idle, batch_bytes, move |batch| {
             let solver = Arc::clone(&solver);
             async move {
@@ -434,17 +486,6 @@ impl<S: Stream<Item = Result<T, Status>>, T> Stream for IdleTimeout<S> {
             Poll::Pending => Poll::Pending,
         }
     }
-}
-
-/// Roughly the memory a decoded problem holds; what admission counts.
-fn problem_bytes(problem: &pb::Problem) -> usize {
-    use pb::problem::Game as G;
-    let input = match &problem.game {
-        Some(G::SumGame(g)) => g.num.len(),
-        Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
-        Some(G::StoneGameIv(_)) | None => 0,
-    };
-    std::mem::size_of::<pb::Problem>() + problem.id.len() + input
 }
 
 /// Ends a response stream after its first error, which becomes the call's status.

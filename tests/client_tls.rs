@@ -3,10 +3,9 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
 use common::{assert_all_correct, generate, TestServer};
-use gamesolver::server::{ReloadableTls, ServerConfig, TlsSettings};
+use gamesolver::server::{ServerConfig, TlsSettings};
 use production::{write_ca, write_leaf, TestCa};
 
 mod common;
@@ -22,8 +21,7 @@ async fn serve_tls(dir: &Path, mutual: bool) -> (TestServer, String) {
         key: dir.join("server.key"),
         client_ca: mutual.then(|| dir.join("ca.pem")),
     };
-    let tls = Arc::new(ReloadableTls::load(settings).unwrap().0);
-    let server = TestServer::start(ServerConfig { tls: Some(tls), ..ServerConfig::default() }).await;
+    let server = TestServer::start(ServerConfig { tls: settings.into(), ..ServerConfig::default() }).await;
     let url = format!("https://{}", server.addr);
     (server, url)
 }

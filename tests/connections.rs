@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use common::TestServer;
 use gamesolver::pb::{self, problem::Game};
+use gamesolver::seconds::Timeout;
 use gamesolver::server::ServerConfig;
-use production::{metrics_listener, scrape, series};
+use production::{metrics_listen, scrape, series};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -27,15 +28,13 @@ async fn connections(metrics: std::net::SocketAddr) -> f64 {
 }
 
 async fn start(age: Duration, grace: Option<Duration>) -> (TestServer, std::net::SocketAddr) {
-    let (listener, metrics) = metrics_listener();
-    let config = ServerConfig {
-        max_connection_age: Some(age),
-        max_connection_age_grace: grace,
-        metrics_listener: Some(listener),
-        iv_precompute: 0,
-        ..ServerConfig::default()
-    };
-    (TestServer::start(config).await, metrics)
+    let mut config = ServerConfig::default();
+    config.http2.max_connection_age = Timeout(Some(age));
+    config.http2.max_connection_age_grace = Timeout(grace);
+    config.observability.metrics_listen = Some(metrics_listen());
+    let server = TestServer::start(config).await;
+    let metrics = server.metrics_addr();
+    (server, metrics)
 }
 
 /// Checks health on `channel` until its calls go over a second connection: after the

@@ -8,8 +8,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{solve, stream_request, sum, TestServer};
+use common::{limits, solve, stream_request, sum, TestServer};
 use gamesolver::pb;
+use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::ServerConfig;
 use gamesolver::service::SolverConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -65,7 +66,7 @@ async fn open_stream(
 
 #[tokio::test]
 async fn beyond_the_connection_cap_a_connection_waits_until_a_slot_frees() {
-    let config = ServerConfig { max_connections: 2, ..ServerConfig::default() };
+    let config = limits(|limits| limits.max_connections = 2);
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     assert!(solve(&mut client, sum("a", "11")).await.is_ok());
@@ -87,7 +88,7 @@ async fn beyond_the_connection_cap_a_connection_waits_until_a_slot_frees() {
 
 #[tokio::test]
 async fn a_connection_without_a_preface_is_closed_after_the_handshake_timeout() {
-    let config = ServerConfig { handshake_timeout: Duration::from_millis(200), ..ServerConfig::default() };
+    let config = limits(|limits| limits.handshake_timeout = Seconds(Duration::from_millis(200)));
     let server = TestServer::start(config).await;
     let mut silent = TcpStream::connect(server.addr).await.unwrap();
     let mut garbage = TcpStream::connect(server.addr).await.unwrap();
@@ -100,8 +101,7 @@ async fn a_connection_without_a_preface_is_closed_after_the_handshake_timeout() 
 
 #[tokio::test]
 async fn a_connection_that_only_answers_pings_is_closed_when_idle() {
-    let config =
-        ServerConfig { connection_idle_timeout: Some(Duration::from_millis(300)), ..ServerConfig::default() };
+    let config = limits(|limits| limits.connection_idle_timeout = Timeout(Some(Duration::from_millis(300))));
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let mut pinger = TcpStream::connect(server.addr).await.unwrap();
@@ -129,7 +129,7 @@ async fn a_connection_that_only_answers_pings_is_closed_when_idle() {
 
 #[tokio::test]
 async fn beyond_max_calls_a_call_is_refused_at_once_but_health_is_answered() {
-    let config = ServerConfig { max_calls: 2, ..ServerConfig::default() };
+    let config = limits(|limits| limits.max_calls = 2);
     let server = TestServer::start(config).await;
     let mut first = server.client().await;
     let mut second = server.client().await;
@@ -153,7 +153,7 @@ async fn beyond_max_calls_a_call_is_refused_at_once_but_health_is_answered() {
 
 #[tokio::test]
 async fn beyond_max_calls_per_connection_a_call_is_refused_and_other_connections_are_served() {
-    let config = ServerConfig { max_calls_per_connection: 1, ..ServerConfig::default() };
+    let config = limits(|limits| limits.max_calls_per_connection = 1);
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let _held = open_stream(&mut client).await;
@@ -168,8 +168,10 @@ async fn beyond_max_calls_per_connection_a_call_is_refused_and_other_connections
 
 #[tokio::test]
 async fn a_stream_that_sends_nothing_ends_with_deadline_exceeded() {
-    let solver =
-        SolverConfig { stream_idle_timeout: Some(Duration::from_millis(200)), ..SolverConfig::default() };
+    let solver = SolverConfig {
+        stream_idle_timeout: Timeout(Some(Duration::from_millis(200))),
+        ..SolverConfig::default()
+    };
     let server = TestServer::start(ServerConfig { solver, ..ServerConfig::default() }).await;
     let expected =
         "stream idle: the client sent nothing for 200ms while the server had nothing left to answer";
@@ -205,16 +207,16 @@ async fn a_compression_bomb_is_refused_and_the_budget_bounds_inflated_bytes() {
     assert_eq!(status.message(), "request message inflates to more than the limit of 67108864 bytes");
     served(&server).await;
 
-    let config = ServerConfig { max_request_bytes_in_flight: 4 << 20, ..ServerConfig::default() };
+    let config = limits(|limits| limits.max_request_bytes_in_flight = 4 << 20);
     let server = TestServer::start(config).await;
     let mut client = server.client().await.send_compressed(Gzip);
 
-    // Inflates past the server-wide budget (4 MiB): refused too, with its own message.
+    // Inflates past what one client may hold (the whole 4 MiB budget here): refused too.
     let status = solve(&mut client, sum("big", &"1".repeat(8 << 20))).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert_eq!(
         status.message(),
-        "request message inflates past the server's budget of 4194304 bytes for requests in flight"
+        "request message inflates past the 4194304 bytes of request memory one client may hold"
     );
     // The same message uncompressed waits for the whole budget and is answered.
     let mut plain = server.client().await;
@@ -254,8 +256,10 @@ impl Write for LogSink {
 async fn a_server_deadline_skips_the_work_it_has_not_started() {
     let logs = captured_logs();
     let solver = SolverConfig { inline_work: 0, ..SolverConfig::default() };
-    let config =
-        ServerConfig { request_timeout: Some(Duration::from_millis(100)), solver, ..ServerConfig::default() };
+    let config = ServerConfig {
+        solver,
+        ..limits(|limits| limits.request_timeout = Timeout(Some(Duration::from_millis(100))))
+    };
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
 

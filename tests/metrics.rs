@@ -5,12 +5,11 @@ mod production;
 
 use std::sync::Arc;
 
-use common::TestServer;
+use common::{limits, TestServer};
 use futures::StreamExt;
-use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb::{self, problem::Game};
 use gamesolver::server::ServerConfig;
-use production::{metrics_listener, scrape, series, settled};
+use production::{metrics_listen, scrape, series, settled};
 use prost::Message;
 use tonic::Code;
 
@@ -41,16 +40,19 @@ fn calls(method: &str, code: &str) -> String {
 }
 
 async fn start(config: ServerConfig) -> (TestServer, std::net::SocketAddr) {
-    let (listener, addr) = metrics_listener();
-    let config = ServerConfig { metrics_listener: Some(listener), iv_precompute: 0, ..config };
-    (TestServer::start(config).await, addr)
+    let mut config = config;
+    config.observability.metrics_listen = Some(metrics_listen());
+    let server = TestServer::start(config).await;
+    let addr = server.metrics_addr();
+    (server, addr)
 }
 
 #[tokio::test]
 async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
-    let table = Arc::new(StoneGameIvTable::new(1_000_000));
-    let (server, metrics) =
-        start(ServerConfig { iv_table: Arc::clone(&table), ..ServerConfig::default() }).await;
+    let mut config = ServerConfig::default();
+    config.iv_table.max_n = 1_000_000;
+    let (server, metrics) = start(config).await;
+    let table = Arc::clone(&server.iv_table);
     let mut client = server.client().await;
 
     let solved = pb::SolveRequest { problem: Some(sum("25??")), winner_only: false };
@@ -124,7 +126,7 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
 
 #[tokio::test]
 async fn a_code_sent_in_the_trailers_and_a_cancelled_stream_are_counted() {
-    let (server, metrics) = start(ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() }).await;
+    let (server, metrics) = start(limits(|limits| limits.max_message_bytes = 1024)).await;
     let mut client = server.client().await;
 
     // Over the message limit: in the headers for a unary call, in the trailers of a stream.

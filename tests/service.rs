@@ -5,10 +5,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{expected, iv, ix, solve, stream_request, sum, Client, TestServer};
+use common::{expected, iv, ix, limits, solve, stream_request, sum, Client, TestServer};
 use futures::StreamExt;
 use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb;
+use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::{ServerConfig, SERVICE_NAME};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -75,7 +76,8 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn bad_problems_get_codes_reasons_fields_and_values() {
-    let config = ServerConfig { iv_table: StoneGameIvTable::new(1000).into(), ..ServerConfig::default() };
+    let mut config = ServerConfig::default();
+    config.iv_table.max_n = 1000;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
 
@@ -115,7 +117,8 @@ async fn bad_problems_get_codes_reasons_fields_and_values() {
 
 #[tokio::test]
 async fn a_bad_problem_in_a_batch_or_stream_carries_what_solve_sends() {
-    let config = ServerConfig { iv_table: StoneGameIvTable::new(1000).into(), ..ServerConfig::default() };
+    let mut config = ServerConfig::default();
+    config.iv_table.max_n = 1000;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let bad = [sum("c", "12x4"), sum("o", "123"), iv("big", 1001), pb::Problem::default()];
@@ -328,7 +331,7 @@ async fn ten_million_character_problem_fits_the_default_limit() {
 
 #[tokio::test]
 async fn message_over_the_limit_is_refused_and_the_server_goes_on() {
-    let config = ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() };
+    let config = limits(|limits| limits.max_message_bytes = 1024);
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     // RESOURCE_EXHAUSTED, as grpc-go and grpc-java answer (tonic's decoder says OUT_OF_RANGE).
@@ -437,7 +440,8 @@ async fn shutdown_finishes_in_flight_calls_then_stops() {
 
 #[tokio::test]
 async fn shutdown_grace_bounds_a_call_that_never_ends() {
-    let config = ServerConfig { shutdown_grace: Duration::from_millis(300), ..ServerConfig::default() };
+    let config =
+        ServerConfig { shutdown_grace: Seconds(Duration::from_millis(300)), ..ServerConfig::default() };
     let mut server = TestServer::start(config).await;
     let mut client = server.client().await;
     let (send, requests) = mpsc::channel(1);
@@ -465,7 +469,7 @@ async fn a_client_deadline_ends_the_call_and_the_server_goes_on() {
 
 #[tokio::test]
 async fn the_servers_request_timeout_is_deadline_exceeded() {
-    let config = ServerConfig { request_timeout: Some(Duration::from_millis(10)), ..ServerConfig::default() };
+    let config = limits(|limits| limits.request_timeout = Timeout(Some(Duration::from_millis(10))));
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     // The Stone Game IV table must first grow to 3·10^7: far more than 10 ms of work.
@@ -479,7 +483,9 @@ async fn the_servers_request_timeout_is_deadline_exceeded() {
 async fn compressed_requests_and_responses_work() {
     use tonic::codec::CompressionEncoding;
     for compress_responses in [false, true] {
-        let server = TestServer::start(ServerConfig { compress_responses, ..ServerConfig::default() }).await;
+        let mut config = ServerConfig::default();
+        config.http2.compress_responses = compress_responses;
+        let server = TestServer::start(config).await;
         for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Zstd] {
             let mut client = server.client().await.send_compressed(encoding).accept_compressed(encoding);
             let problems = mixed_problems(50);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::TestServer;
 use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
 use gamesolver::server::{ReloadableTls, ServerConfig, TlsSettings};
-use production::{client_tls, metrics_listener, settled, write_ca, write_leaf, Leaf, TestCa};
+use production::{client_tls, metrics_listen, settled, write_ca, write_leaf, Leaf, TestCa};
 use tonic::transport::{Channel, ClientTlsConfig};
 
 fn problem() -> pb::SolveRequest {
@@ -25,15 +25,11 @@ async fn start(dir: &Path, mutual: bool) -> (TestServer, Arc<ReloadableTls>, std
         key: dir.join("server.key"),
         client_ca: mutual.then(|| dir.join("client-ca.pem")),
     };
-    let tls = Arc::new(ReloadableTls::load(settings).unwrap().0);
-    let (listener, metrics) = metrics_listener();
-    let config = ServerConfig {
-        tls: Some(Arc::clone(&tls)),
-        metrics_listener: Some(listener),
-        iv_precompute: 0,
-        ..ServerConfig::default()
-    };
-    (TestServer::start(config).await, tls, metrics)
+    let mut config = ServerConfig { tls: settings.into(), ..ServerConfig::default() };
+    config.observability.metrics_listen = Some(metrics_listen());
+    let server = TestServer::start(config).await;
+    let (tls, metrics) = (server.tls.clone().expect("serving TLS"), server.metrics_addr());
+    (server, tls, metrics)
 }
 
 /// One `Solve` over a fresh TLS connection; the error says where it failed.

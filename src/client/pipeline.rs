@@ -8,7 +8,6 @@
 use std::fs::OpenOptions;
 use std::future::Future;
 use std::io::{self, BufWriter, Write};
-use std::net::Ipv4Addr;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -594,18 +593,18 @@ struct EmbeddedServer {
 
 impl EmbeddedServer {
     async fn start() -> Result<Self, ClientError> {
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .map_err(|err| ClientError::EmbeddedServer(format!("cannot bind a loopback port: {err}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|err| ClientError::EmbeddedServer(format!("no local address: {err}")))?;
         let stop = CancellationToken::new();
         // The client's connections are closed before the server is stopped, so a short
         // grace only matters if one was dropped mid-call.
-        let config = ServerConfig { shutdown_grace: Duration::from_secs(1), ..ServerConfig::default() };
+        let config = ServerConfig {
+            shutdown_grace: crate::seconds::Seconds(Duration::from_secs(1)),
+            ..ServerConfig::ephemeral()
+        };
+        let server =
+            server::Server::bind(config).await.map_err(|err| ClientError::EmbeddedServer(err.to_string()))?;
+        let addr = server.local_addr();
         let (report, ended) = oneshot::channel();
-        let serve = server::serve(listener, config, stop.clone().cancelled_owned());
+        let serve = server.run(stop.clone().cancelled_owned());
         let task = tokio::spawn(async move {
             let _ = report.send(serve.await);
         });

@@ -68,6 +68,54 @@ impl Outcome {
     }
 }
 
+/// The games this crate solves: what the rest of the crate asks of a game by name.
+///
+/// Adding a game adds a variant here and its row in [`GameKind::ALL`]'s facts; the
+/// metrics, the logs, the client's JSON and its generator read them from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GameKind {
+    /// [`sum_game`].
+    SumGame,
+    /// [`stone_game_ix`].
+    StoneGameIx,
+    /// [`stone_game_iv`].
+    StoneGameIv,
+}
+
+impl GameKind {
+    /// Every game, in the order of the wire contract's `oneof`.
+    pub const ALL: [GameKind; 3] = [GameKind::SumGame, GameKind::StoneGameIx, GameKind::StoneGameIv];
+
+    /// (metrics and log label, name in messages, JSON field, `gen --mix` key).
+    const fn facts(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            GameKind::SumGame => ("sum_game", "sum game", "sumGame", "sum"),
+            GameKind::StoneGameIx => ("stone_game_ix", "stone game ix", "stoneGameIx", "ix"),
+            GameKind::StoneGameIv => ("stone_game_iv", "stone game iv", "stoneGameIv", "iv"),
+        }
+    }
+
+    /// The label in metrics and structured logs, as the proto's field name: `sum_game`.
+    pub const fn label(self) -> &'static str {
+        self.facts().0
+    }
+
+    /// The name in messages: `sum game`.
+    pub const fn name(self) -> &'static str {
+        self.facts().1
+    }
+
+    /// The problem's JSON field (proto3 JSON mapping): `sumGame`.
+    pub const fn json_field(self) -> &'static str {
+        self.facts().2
+    }
+
+    /// The short key of `gamesolver-client gen --mix`: `sum`.
+    pub const fn mix_key(self) -> &'static str {
+        self.facts().3
+    }
+}
+
 /// One problem of any of the three games, owning its input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Game {
@@ -92,12 +140,12 @@ impl Game {
         }
     }
 
-    /// The game's name, for messages.
-    pub fn kind(&self) -> &'static str {
+    /// Which game this is.
+    pub fn kind(&self) -> GameKind {
         match self {
-            Game::SumGame(_) => "sum game",
-            Game::StoneGameIx(_) => "stone game ix",
-            Game::StoneGameIv(_) => "stone game iv",
+            Game::SumGame(_) => GameKind::SumGame,
+            Game::StoneGameIx(_) => GameKind::StoneGameIx,
+            Game::StoneGameIv(_) => GameKind::StoneGameIv,
         }
     }
 

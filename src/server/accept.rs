@@ -31,7 +31,8 @@ use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, PollSemaphore};
 use tonic::transport::server::TcpConnectInfo;
 
-use super::connection_state::{ConnectionInfo, ConnectionState};
+use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
+use super::limits::{FairShare, SharePolicy};
 use super::log_limit::LogLimiter;
 use super::transport::{Connection, PREFACE};
 
@@ -45,6 +46,8 @@ const ACCEPTS_PER_POLL: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionLimits {
     pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_peer: usize,
+    pub(crate) idle_under_pressure: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
 }
@@ -64,9 +67,14 @@ pub(crate) struct Incoming<H: Handshake> {
     limits: ConnectionLimits,
     handshake: Arc<H>,
     closing: CancellationToken,
+    /// Hard slots: the cap and its reserve; beyond them, the kernel's backlog.
     slots: PollSemaphore,
     /// A slot taken while `accept` had nothing to give.
     slot: Option<OwnedSemaphorePermit>,
+    /// Connections shared fairly among peers.
+    shares: Arc<FairShare>,
+    pressure: Arc<Pressure>,
+    refusals: LogLimiter,
     handshakes: JoinSet<Option<Connection<H::Io>>>,
     backoff: Option<Pin<Box<Sleep>>>,
     next_backoff: Duration,
@@ -82,7 +90,10 @@ impl<H: Handshake> Incoming<H> {
         closing: CancellationToken,
         handshake: H,
     ) -> Self {
-        let slots = PollSemaphore::new(Arc::new(Semaphore::new(limits.max_connections.max(1))));
+        let policy = SharePolicy::new(limits.max_connections.max(1), limits.max_connections_per_peer);
+        let slots = PollSemaphore::new(Arc::new(Semaphore::new(policy.limit + policy.reserve)));
+        let shares = FairShare::new(policy);
+        let pressure = Pressure::new(Arc::clone(&shares), limits.idle_under_pressure);
         Incoming {
             listener,
             limits,
@@ -90,6 +101,9 @@ impl<H: Handshake> Incoming<H> {
             closing,
             slots,
             slot: None,
+            shares,
+            pressure,
+            refusals: LogLimiter::new(Duration::from_secs(10)),
             handshakes: JoinSet::new(),
             backoff: None,
             next_backoff: ACCEPT_BACKOFF.0,
@@ -97,12 +111,25 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, slot: OwnedSemaphorePermit) {
+    /// Admits a connection under its peer's fair share, or closes it at once.
+    fn admit(&mut self, tcp: TcpStream, peer: SocketAddr, hard: OwnedSemaphorePermit) {
+        match self.shares.try_take(peer.ip(), 1) {
+            Ok(share) => self.start_handshake(tcp, peer, Slot { _hard: hard, _share: share }),
+            Err(refusal) => {
+                if let Some(suppressed) = self.refusals.allow() {
+                    tracing::info!(%peer, ?refusal, suppressed, "connection refused: its client holds its share of connections");
+                }
+            }
+        }
+    }
+
+    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
         let tcp_info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
         let _ = tcp.set_nodelay(true);
         let handshake = Arc::clone(&self.handshake);
         let limits = self.limits.clone();
         let closing = self.closing.clone();
+        let pressure = Arc::clone(&self.pressure);
         self.handshakes.spawn(async move {
             let opened = async {
                 let mut io = handshake.handshake(tcp).await?;
@@ -124,8 +151,10 @@ impl<H: Handshake> Incoming<H> {
                     return None;
                 }
             };
-            let info = ConnectionInfo { tcp: tcp_info, state: Arc::new(ConnectionState::new()) };
-            Some(Connection::new(io, info, closing.cancelled_owned(), limits.idle_timeout, slot))
+            let state = Arc::new(ConnectionState::new());
+            pressure.register(&state);
+            let info = ConnectionInfo { tcp: tcp_info, state };
+            Some(Connection::new(io, info, closing.cancelled_owned(), limits.idle_timeout, pressure, slot))
         });
     }
 
@@ -174,7 +203,7 @@ impl<H: Handshake> Stream for Incoming<H> {
             match this.listener.poll_accept(cx) {
                 Poll::Ready(Ok((tcp, peer))) => {
                     this.next_backoff = ACCEPT_BACKOFF.0;
-                    this.start_handshake(tcp, peer, slot);
+                    this.admit(tcp, peer, slot);
                 }
                 Poll::Ready(Err(err)) => this.accept_failed(err),
                 Poll::Pending => {

@@ -2,16 +2,65 @@
 //! layer: its calls in flight, from which idling and shutdown closing are decided.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use futures::task::AtomicWaker;
+use parking_lot::Mutex;
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::transport::server::TcpConnectInfo;
+
+use super::limits::{FairShare, Share};
 
 /// How long a connection whose last call just ended stays open during shutdown, so that
 /// hyper flushes that call's answer before the connection's input ends; hyper's own
 /// graceful close (GOAWAY, then a PING round trip) usually closes it sooner.
 const SHUTDOWN_LINGER: Duration = Duration::from_millis(250);
+
+/// A connection's place under the connection cap: a hard slot (at most the cap and its
+/// reserve exist) and its peer's share; both are given back when the connection closes.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) _hard: OwnedSemaphorePermit,
+    pub(crate) _share: Share,
+}
+
+/// Whether the server is near its connection cap, when connections without a call close
+/// after `idle` instead of the idle timeout, oldest-idle first in effect (they reach it
+/// first).
+#[derive(Debug)]
+pub(crate) struct Pressure {
+    connections: Arc<FairShare>,
+    /// Above this many connections the server is under pressure.
+    threshold: usize,
+    idle: Duration,
+    /// Connections to wake when pressure begins, so that the idle ones notice.
+    open: Mutex<Vec<Weak<ConnectionState>>>,
+}
+
+impl Pressure {
+    /// Pressure above 7/8 of `connections`' limit, closing connections idle for `idle`.
+    pub(crate) fn new(connections: Arc<FairShare>, idle: Duration) -> Arc<Self> {
+        let threshold = connections.policy().limit / 8 * 7;
+        Arc::new(Pressure { connections, threshold, idle, open: Mutex::default() })
+    }
+
+    /// True while the server holds more connections than the threshold.
+    pub(crate) fn on(&self) -> bool {
+        self.connections.total() > self.threshold
+    }
+
+    /// Registers a new connection's state; under pressure, wakes every open connection
+    /// so that those idle for long enough close now.
+    pub(crate) fn register(&self, state: &Arc<ConnectionState>) {
+        let mut open = self.open.lock();
+        open.retain(|state| state.strong_count() > 0);
+        open.push(Arc::downgrade(state));
+        if self.on() {
+            open.iter().filter_map(Weak::upgrade).for_each(|state| state.reader.wake());
+        }
+    }
+}
 
 /// What one connection shares with the call layer: its calls in flight.
 #[derive(Debug)]
@@ -73,11 +122,20 @@ impl ConnectionState {
         self.work_calls.load(Ordering::SeqCst)
     }
 
-    /// When the connection counts as idle for too long, if it has no call in flight.
-    pub(crate) fn idle_deadline(&self, idle_timeout: Duration) -> Option<Instant> {
+    /// When the connection counts as idle for too long, if it has no call in flight:
+    /// after `idle_timeout`, or sooner while the server is under `pressure`.
+    pub(crate) fn idle_deadline(
+        &self,
+        idle_timeout: Option<Duration>,
+        pressure: &Pressure,
+    ) -> Option<Instant> {
+        let timeout = match pressure.on() {
+            true => Some(idle_timeout.map_or(pressure.idle, |timeout| timeout.min(pressure.idle))),
+            false => idle_timeout,
+        }?;
         (self.calls() == 0).then(|| {
             let since = Duration::from_millis(self.idle_since_ms.load(Ordering::SeqCst));
-            self.born + since + idle_timeout
+            self.born + since + timeout
         })
     }
 

@@ -33,9 +33,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tower::{Layer, Service};
 
-use crate::convert::ProblemError;
+use crate::games::GameKind;
 use crate::games::StoneGameIvTable;
 use crate::pb;
+use crate::service::SolveObserver;
 
 /// Labels of one RPC.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -186,11 +187,6 @@ impl Metrics {
         self.inner.iv_extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
     }
 
-    /// A tally of problems that adds itself to the counters when dropped.
-    pub(crate) fn tally(&self) -> ProblemTally {
-        ProblemTally { metrics: self.clone(), counts: Vec::new() }
-    }
-
     /// Counts an accepted connection and keeps it counted as open until the guard drops.
     pub(crate) fn connection_opened(&self) -> ConnectionGuard {
         self.inner.connections.inc();
@@ -214,43 +210,17 @@ impl Drop for ConnectionGuard {
     }
 }
 
-/// The game label of a wire problem.
-pub(crate) fn game_label(problem: Option<&pb::Problem>) -> &'static str {
-    use pb::problem::Game as G;
-    match problem.and_then(|problem| problem.game.as_ref()) {
-        Some(G::SumGame(_)) => "sum_game",
-        Some(G::StoneGameIx(_)) => "stone_game_ix",
-        Some(G::StoneGameIv(_)) => "stone_game_iv",
-        None => "none",
-    }
-}
-
-/// Problems counted locally, added to the shared counters on drop.
-#[derive(Debug)]
-pub(crate) struct ProblemTally {
-    metrics: Metrics,
-    /// (game, outcome, count); a batch has a handful of distinct pairs.
-    counts: Vec<(&'static str, &'static str, u64)>,
-}
-
-impl ProblemTally {
-    /// Counts one problem of `game` with its result.
-    pub(crate) fn record<T>(&mut self, game: &'static str, result: &Result<T, ProblemError>) {
-        let outcome = match result {
-            Ok(_) => "solved",
-            Err(err) => err.reason(),
-        };
-        match self.counts.iter_mut().find(|(g, o, _)| *g == game && *o == outcome) {
-            Some((_, _, count)) => *count += 1,
-            None => self.counts.push((game, outcome, 1)),
+impl SolveObserver for Metrics {
+    fn problems_answered(&self, counts: &[(&'static str, &'static str, u64)]) {
+        for &(game, outcome, count) in counts {
+            self.inner.problems.get_or_create(&ProblemLabels { game, outcome }).inc_by(count);
         }
     }
-}
 
-impl Drop for ProblemTally {
-    fn drop(&mut self) {
-        for &(game, outcome, count) in &self.counts {
-            self.metrics.inner.problems.get_or_create(&ProblemLabels { game, outcome }).inc_by(count);
+    fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64) {
+        match game {
+            GameKind::StoneGameIv => self.observe_iv_extension(cause, seconds),
+            GameKind::SumGame | GameKind::StoneGameIx => {}
         }
     }
 }

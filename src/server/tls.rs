@@ -144,6 +144,21 @@ impl ReloadableTls {
         Ok(loaded)
     }
 
+    /// Logs what a load read: the server certificate and any client CAs.
+    pub fn log_loaded(&self, loaded: &LoadedTls, message: &str) {
+        let settings = &self.settings;
+        tracing::info!(
+            cert = %settings.cert.display(),
+            key = %settings.key.display(),
+            certificate = %loaded.cert,
+            "{message}"
+        );
+        for ca in &loaded.client_cas {
+            let client_ca = settings.client_ca.as_deref().unwrap_or(std::path::Path::new("")).display();
+            tracing::info!(%client_ca, certificate = %ca, "client CA loaded: client certificates are required");
+        }
+    }
+
     /// Runs the server side of a TLS handshake on `io` with the current configuration.
     pub async fn accept<IO>(&self, io: IO) -> io::Result<TlsStream<IO>>
     where

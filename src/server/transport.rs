@@ -1,9 +1,12 @@
 //! The HTTP/2 bytes this server reads and writes itself, under hyper.
 //!
-//! hyper's server has no idle-connection close (gRPC's `MAX_CONNECTION_IDLE`) and no
-//! way to close a connection from outside with a GOAWAY that names the last stream the
-//! peer opened; tonic exposes neither (hyperium/hyper#2355, hyperium/tonic#1345,
-//! grpc/proposal A9). So each connection's byte stream is wrapped here: the preface,
+//! gRPC servers close a connection that has had no call for a while with a GOAWAY
+//! (`MAX_CONNECTION_IDLE`, gRPC proposal A9, "Server-side Connection Management").
+//! hyper's HTTP/2 server has keep-alive PINGs but no idle close and no way to send a
+//! GOAWAY from outside the connection, and tonic's `Server` builder offers no
+//! `max_connection_idle` (the gap other tonic users report too, for example
+//! <https://github.com/0xMiden/node/issues/2273>). So each connection's byte stream
+//! is wrapped here: the preface,
 //! already read by the accept loop to check it, is replayed; frame headers are followed
 //! in both directions (to know the last stream opened, and never to write in the middle
 //! of a frame); and closing writes a 17-byte GOAWAY (RFC 9113, section 6.8), then ends
@@ -17,16 +20,16 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::transport::server::Connected;
 
-use super::connection_state::ConnectionInfo;
+use super::connection_state::{ConnectionInfo, Pressure, Slot};
 
 /// The bytes every HTTP/2 client sends first (RFC 9113, section 3.4).
 pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -40,6 +43,7 @@ pub(crate) struct Connection<IO> {
     closing: Pin<Box<WaitForCancellationFutureOwned>>,
     shutting_down: bool,
     idle_timeout: Option<Duration>,
+    pressure: Arc<Pressure>,
     idle: Pin<Box<Sleep>>,
     /// Frame boundaries of what the server wrote and read, and the last stream the peer
     /// opened: what a GOAWAY needs.
@@ -49,7 +53,7 @@ pub(crate) struct Connection<IO> {
     /// Once closing: the GOAWAY frame and how much of it is written.
     goaway: Option<([u8; GOAWAY_LEN], usize)>,
     closed: bool,
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
 }
 
 /// Length of a GOAWAY frame without debug data.
@@ -99,7 +103,8 @@ impl<IO> Connection<IO> {
         info: ConnectionInfo,
         closing: WaitForCancellationFutureOwned,
         idle_timeout: Option<Duration>,
-        slot: OwnedSemaphorePermit,
+        pressure: Arc<Pressure>,
+        slot: Slot,
     ) -> Self {
         Connection {
             io,
@@ -108,6 +113,7 @@ impl<IO> Connection<IO> {
             closing: Box::pin(closing),
             shutting_down: false,
             idle_timeout,
+            pressure,
             idle: Box::pin(tokio::time::sleep(Duration::ZERO)),
             sent: FrameCursor::default(),
             received: FrameCursor::default(),
@@ -156,7 +162,7 @@ impl<IO> Connection<IO> {
             self.shutting_down = self.closing.as_mut().poll(cx).is_ready();
         }
         let shutdown = self.shutting_down.then(|| state.shutdown_deadline()).flatten();
-        let idle = self.idle_timeout.and_then(|timeout| state.idle_deadline(timeout));
+        let idle = state.idle_deadline(self.idle_timeout, &self.pressure);
         let Some(deadline) = shutdown.into_iter().chain(idle).min() else {
             return false;
         };

@@ -49,23 +49,43 @@ pub async fn solve(client: &mut Client, problem: pb::Problem) -> Result<pb::Solu
     Ok(client.solve(request).await?.into_inner().solution.expect("a response has its solution"))
 }
 
+/// The default configuration with its limits changed by `change`.
+pub fn limits(change: impl FnOnce(&mut gamesolver::server::config::LimitsConfig)) -> ServerConfig {
+    let mut config = ServerConfig::default();
+    change(&mut config.limits);
+    config
+}
+
 /// A running in-process server; dropping it without `stop` aborts nothing, the runtime does.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The metrics port, when the config asked for one.
+    pub metrics: Option<SocketAddr>,
+    /// The TLS files in use, when serving TLS.
+    pub tls: Option<std::sync::Arc<server::ReloadableTls>>,
+    /// The Stone Game IV table the server answers from.
+    pub iv_table: std::sync::Arc<StoneGameIvTable>,
     stop: Option<oneshot::Sender<()>>,
     pub task: JoinHandle<Result<(), server::ServeError>>,
 }
 
 impl TestServer {
-    /// Starts `serve` on 127.0.0.1:0 with `config`.
+    /// Binds and runs a server on 127.0.0.1:0 (whatever `config.listen` says) with `config`.
     pub async fn start(config: ServerConfig) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().unwrap();
+        let config = ServerConfig { listen: ServerConfig::ephemeral().listen, ..config };
+        let server = server::Server::bind(config).await.expect("the test server starts");
+        let (addr, metrics, tls, iv_table) =
+            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server::serve(listener, config, async move {
+        let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        TestServer { addr, stop: Some(stop), task }
+        TestServer { addr, metrics, tls, iv_table, stop: Some(stop), task }
+    }
+
+    /// The metrics port's address; panics if the server has none.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics.expect("the test server has a metrics port")
     }
 
     pub fn url(&self) -> String {

@@ -2,6 +2,7 @@
 //! with compressed messages inflated on the blocking pool.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -10,27 +11,30 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
 use http_body::Frame;
 use parking_lot::Mutex;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Sleep;
 use tonic::body::Body;
 use tonic::Status;
 
-use super::inflate::Inflate;
-use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
+use super::inflate::{self, Inflate};
+use super::{units, CallLimits, FairShare, Share, GRPC_HEADER, MESSAGE_COPIES};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
 enum Phase {
     /// Reading a 5-byte message header.
     Header,
-    /// Waiting for the budget a message of `len` bytes needs.
-    Admitting { compressed: bool, len: usize, admit: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
+    /// A header announced a message of `len` bytes; its payload has not begun, so it
+    /// holds nothing yet. Once the payload begins, it waits here for its bytes.
+    Announced { compressed: bool, len: usize },
     /// Passing on the rest of an uncompressed message.
     Passing { left: usize },
     /// Collecting a compressed message of `len` bytes, to inflate it whole.
     Collecting { len: usize },
+    /// Waiting for one of the few inflation slots, holding the compressed message.
+    AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
-    Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, OwnedSemaphorePermit)>),
+    Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
 }
 
 /// A request body whose messages are admitted against the server-wide budget and whose
@@ -41,9 +45,10 @@ pub(super) struct Budgeted {
     buf: BytesMut,
     phase: Phase,
     messages: u64,
-    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
-    budget: Arc<Semaphore>,
-    budget_units: u32,
+    /// Whose budget the messages take.
+    peer: IpAddr,
+    held: Arc<Mutex<Option<Share>>>,
+    budget: Arc<FairShare>,
     limits: Arc<CallLimits>,
     idle: Option<Pin<Box<Sleep>>>,
 }
@@ -53,9 +58,9 @@ impl Budgeted {
     pub(super) fn new(
         inner: Body,
         inflate: Option<Inflate>,
-        held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
-        budget: Arc<Semaphore>,
-        budget_units: u32,
+        peer: IpAddr,
+        held: Arc<Mutex<Option<Share>>>,
+        budget: Arc<FairShare>,
         limits: Arc<CallLimits>,
     ) -> Self {
         Budgeted {
@@ -64,9 +69,9 @@ impl Budgeted {
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
+            peer,
             held,
             budget,
-            budget_units,
             limits,
             idle: None,
         }
@@ -96,17 +101,19 @@ impl Budgeted {
                     }
                     // The previous message's bytes are the call's to free now.
                     self.held.lock().take();
-                    let wanted =
-                        units(len + GRPC_HEADER).saturating_mul(MESSAGE_COPIES).min(self.budget_units);
-                    let budget = Arc::clone(&self.budget);
-                    let admit = Box::pin(async move { budget.acquire_many_owned(wanted).await.ok() });
-                    self.phase = Phase::Admitting { compressed, len, admit };
+                    self.phase = Phase::Announced { compressed, len };
                 }
-                Phase::Admitting { compressed, len, admit } => {
-                    let Poll::Ready(permit) = admit.as_mut().poll(cx) else {
+                Phase::Announced { compressed, len } => {
+                    if *len > 0 && self.buf.len() <= GRPC_HEADER {
+                        return Poll::Ready(None);
+                    }
+                    // A message larger than a peer's whole share runs alone within it.
+                    let wanted =
+                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_peer);
+                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, cx) else {
                         return Poll::Pending;
                     };
-                    *self.held.lock() = permit;
+                    *self.held.lock() = Some(share);
                     self.phase = match (*compressed, self.inflate) {
                         (true, Some(_)) => Phase::Collecting { len: *len },
                         // Uncompressed, or compressed without a known encoding, which
@@ -132,18 +139,23 @@ impl Budgeted {
                         return Poll::Ready(None);
                     }
                     let message = self.buf.split_to(GRPC_HEADER + len).freeze();
+                    self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                }
+                Phase::AwaitingInflation { message, slot } => {
+                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let message = std::mem::take(message);
                     let (Some(inflate), Some(mut held)) = (self.inflate, self.held.lock().take()) else {
                         return Poll::Ready(Some(Err(Status::internal(
                             "inflating without an encoding or budget",
                         ))));
                     };
-                    let (budget, units, limit) =
-                        (Arc::clone(&self.budget), self.budget_units, self.limits.max_message_bytes);
+                    let limit = self.limits.max_message_bytes;
                     // Inflating 60 MB takes a tenth of a second: off the async workers.
                     let job = tokio::task::spawn_blocking(move || {
-                        let inflated =
-                            inflate.inflate(&message[GRPC_HEADER..], limit, &mut held, &budget, units);
-                        (inflated, held)
+                        let _slot = slot;
+                        (inflate.inflate(&message[GRPC_HEADER..], limit, &mut held), held)
                     });
                     self.phase = Phase::Inflating(job);
                 }

@@ -1,31 +1,28 @@
-//! Load shedding and the server-wide request memory budget, as one tower layer over
-//! every service.
+//! Load shedding and the request memory budget, as one tower layer over every service.
 //!
-//! - A call beyond `max_calls` in flight on the server, or beyond `max_calls_per_connection`
-//!   on its connection, is refused at once with `RESOURCE_EXHAUSTED`: a server at its
-//!   limit answers "no" in microseconds rather than queueing work it cannot do.
+//! Calls and request bytes are [`FairShare`]s among peers (remote IP addresses, or the
+//! address a trusted proxy names in `--peer-header`): a peer holds at most its cap, and
+//! at the server-wide limit a peer under its fair share still gets in, from a reserve,
+//! so one client cannot take the server from the others (`docs/operations.md`, Limits).
+//! - A call beyond the limits is refused at once with `RESOURCE_EXHAUSTED`: a server at
+//!   its limit answers "no" in microseconds rather than queueing work it cannot do.
 //!   `grpc.health.v1.Health` is exempt, so that a loaded server still answers its probes;
 //!   health calls are cheap, and at most `--max-concurrent-streams` a connection.
-//! - Request messages are admitted against one budget of bytes shared by all calls
-//!   (`max_request_bytes_in_flight`): a message's bytes are taken from it when its 5-byte
-//!   gRPC header arrives, before any of its payload is read (HTTP/2 flow control holds
-//!   the client back meanwhile), and given back when the call reads its next message or
-//!   ends. A call thus holds at most one message of the budget; the problems a streaming
-//!   call has already decoded are bounded by its own per-stream budget on top.
+//! - A request message's bytes are taken from the budget when its first payload bytes
+//!   arrive, not on its 5-byte header alone (a header is a claim, not a cost), and given
+//!   back when the call reads its next message or ends ([`budget`]). A message waits for
+//!   its bytes holding nothing, so waiters never deadlock, and a waiter never stands in
+//!   front of another peer's small message.
 //! - Compressed messages are inflated here, not by tonic, so that the inflated bytes are
-//!   counted as they grow: a message whose inflated size exceeds the message limit, or that
-//!   would need more of the budget than is free, is refused with `RESOURCE_EXHAUSTED`
-//!   instead of waiting (a message that waits while holding part of the budget could
-//!   deadlock with another doing the same).
+//!   counted as they grow ([`inflate`]).
 //! - A call whose first message, or the rest of a message it has begun, does not come
 //!   within `stream_idle_timeout` ends with `DEADLINE_EXCEEDED`.
 //!
-//! The layer also counts calls per connection (for the idle-connection timeout and for
-//! shutdown, see [`super::incoming`]) and on the whole server (to say at shutdown how many
-//! calls were dropped).
+//! The layer also counts calls per connection, for the idle-connection timeout and for
+//! shutdown ([`super::connection_state`]).
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -34,24 +31,25 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, Either};
 use http_body::Frame;
 use parking_lot::Mutex;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
 use super::connection_state::{ConnectionInfo, ConnectionState};
+pub(crate) use admission::{FairShare, Refusal, Share, SharePolicy};
 use budget::Budgeted;
 use inflate::Inflate;
 
+mod admission;
 mod budget;
 mod inflate;
 
-/// The budget counts memory in these units, so that a `u32` of permits spans terabytes.
+/// The budget counts memory in these units.
 const BUDGET_UNIT: usize = 1024;
 
 /// Copies of a request message the server holds at once: the bytes tonic buffers and
 /// the message decoded from them. The budget charges each message this many times.
-const MESSAGE_COPIES: u32 = 2;
+const MESSAGE_COPIES: usize = 2;
 
 /// Length of the gRPC message header: a compressed flag and a big-endian `u32` length.
 const GRPC_HEADER: usize = 5;
@@ -62,21 +60,39 @@ const EXEMPT_PREFIX: &str = "/grpc.health.v1.Health/";
 /// Limits the layer enforces.
 #[derive(Debug, Clone)]
 pub(crate) struct CallLimits {
-    pub(crate) max_calls: usize,
     pub(crate) max_calls_per_connection: usize,
-    pub(crate) max_request_bytes_in_flight: usize,
     pub(crate) max_message_bytes: usize,
     pub(crate) stream_idle_timeout: Option<Duration>,
+    /// The request header that names the peer, set by a trusted proxy.
+    pub(crate) peer_header: Option<http::HeaderName>,
 }
 
-/// Calls in flight on the whole server, health checks aside.
-#[derive(Debug, Default)]
-pub(crate) struct CallCount(AtomicUsize);
+impl From<&super::ServerConfig> for CallLimits {
+    fn from(config: &super::ServerConfig) -> Self {
+        let limits = &config.limits;
+        CallLimits {
+            max_calls_per_connection: limits.max_calls_per_connection,
+            max_message_bytes: limits.max_message_bytes,
+            stream_idle_timeout: config.solver.stream_idle_timeout.0,
+            peer_header: limits.peer_header.clone(),
+        }
+    }
+}
+
+/// Calls in flight, shared fairly among peers (health checks aside).
+#[derive(Debug, Clone)]
+pub(crate) struct CallCount(Arc<FairShare>);
 
 impl CallCount {
+    /// Calls shared by `config`'s limits.
+    pub(crate) fn new(config: &super::ServerConfig) -> Self {
+        let limits = &config.limits;
+        CallCount(FairShare::new(SharePolicy::new(limits.max_calls, limits.max_calls_per_peer)))
+    }
+
     /// Calls in flight now.
     pub(crate) fn get(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
+        self.0.total()
     }
 }
 
@@ -84,27 +100,25 @@ impl CallCount {
 #[derive(Debug, Clone)]
 pub(crate) struct CallLimitsLayer {
     limits: Arc<CallLimits>,
-    calls: Arc<CallCount>,
-    budget: Arc<Semaphore>,
-    budget_units: u32,
+    calls: CallCount,
+    budget: Arc<FairShare>,
 }
 
 impl CallLimitsLayer {
-    /// A layer enforcing `limits` and counting calls in `calls`.
-    pub(crate) fn new(limits: CallLimits, calls: Arc<CallCount>) -> Self {
-        let budget_units = units(limits.max_request_bytes_in_flight).max(1);
-        CallLimitsLayer {
-            limits: Arc::new(limits),
-            calls,
-            budget: Arc::new(Semaphore::new(budget_units as usize)),
-            budget_units,
-        }
+    /// A layer enforcing `config`'s limits, counting calls in `calls`.
+    pub(crate) fn new(config: &super::ServerConfig, calls: CallCount) -> Self {
+        let limits = &config.limits;
+        let policy = SharePolicy::new(
+            units(limits.max_request_bytes_in_flight),
+            units(limits.max_request_bytes_per_peer),
+        );
+        CallLimitsLayer { limits: Arc::new(CallLimits::from(config)), calls, budget: FairShare::new(policy) }
     }
 }
 
 /// Budget units that `bytes` take, rounded up.
-fn units(bytes: usize) -> u32 {
-    u32::try_from(bytes.div_ceil(BUDGET_UNIT).min(Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX)
+fn units(bytes: usize) -> usize {
+    bytes.div_ceil(BUDGET_UNIT).max(1)
 }
 
 impl<S> Layer<S> for CallLimitsLayer {
@@ -124,40 +138,61 @@ pub(crate) struct CallLimitsService<S> {
 
 /// One call's place in the counts, given back when the call's response ends or is dropped.
 struct CallGuard {
-    calls: Option<Arc<CallCount>>,
+    call: Option<Share>,
     connection: Option<Arc<ConnectionState>>,
     /// The budget held for the call's latest request message.
-    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    held: Arc<Mutex<Option<Share>>>,
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        let work = self.calls.is_some();
-        if let Some(calls) = &self.calls {
-            calls.0.fetch_sub(1, Ordering::SeqCst);
-        }
         if let Some(connection) = &self.connection {
-            connection.call_ended(work);
+            connection.call_ended(self.call.is_some());
         }
         self.held.lock().take();
     }
 }
 
+/// The peer a request counts against: the address a trusted proxy put in the peer
+/// header, or else the connection's remote address.
+fn peer_of(
+    request: &http::Request<Body>,
+    connection: Option<&ConnectionInfo>,
+    limits: &CallLimits,
+) -> IpAddr {
+    let named = limits.peer_header.as_ref().and_then(|name| request.headers().get(name));
+    named
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(',').next_back())
+        .and_then(|value| value.trim().parse().ok())
+        .or_else(|| connection.and_then(|c| c.tcp.remote_addr).map(|addr| addr.ip()))
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
 impl<S> CallLimitsService<S> {
     /// Counts the call in, or says why it is refused.
-    fn admit(&self, connection: Option<&Arc<ConnectionState>>, work: bool) -> Result<CallGuard, Status> {
+    fn admit(
+        &self,
+        peer: IpAddr,
+        connection: Option<&Arc<ConnectionState>>,
+        work: bool,
+    ) -> Result<CallGuard, Status> {
         let limits = &self.layer.limits;
-        let mut guard = CallGuard { calls: None, connection: None, held: Arc::default() };
+        let mut guard = CallGuard { call: None, connection: None, held: Arc::default() };
         if work {
-            let calls = &self.layer.calls;
-            if calls.0.fetch_add(1, Ordering::SeqCst) >= limits.max_calls {
-                calls.0.fetch_sub(1, Ordering::SeqCst);
-                return Err(Status::resource_exhausted(format!(
-                    "server overloaded: {} calls in flight, its limit; retry later",
-                    limits.max_calls
-                )));
-            }
-            guard.calls = Some(Arc::clone(calls));
+            let calls = &self.layer.calls.0;
+            guard.call = Some(calls.try_take(peer, 1).map_err(|refusal| {
+                let policy = calls.policy();
+                Status::resource_exhausted(match refusal {
+                    Refusal::PeerCap => format!(
+                        "too many calls in flight from this client (limit {} a client); retry later",
+                        policy.per_peer
+                    ),
+                    Refusal::Full => {
+                        format!("server overloaded: {} calls in flight, its limit; retry later", policy.limit)
+                    }
+                })
+            })?);
         }
         if let Some(connection) = connection {
             connection.call_started(work);
@@ -196,7 +231,8 @@ where
             // What tonic's `Request::remote_addr` reads.
             request.extensions_mut().insert(connection.tcp.clone());
         }
-        let guard = match self.admit(connection.as_ref().map(|c| &c.state), work) {
+        let peer = peer_of(&request, connection.as_ref(), &self.layer.limits);
+        let guard = match self.admit(peer, connection.as_ref().map(|c| &c.state), work) {
             Ok(guard) => guard,
             Err(status) => {
                 if let Some(peer) = connection.and_then(|c| c.tcp.remote_addr) {
@@ -216,9 +252,9 @@ where
             let budget = Budgeted::new(
                 request_body,
                 inflate,
+                peer,
                 Arc::clone(&guard.held),
                 Arc::clone(&self.layer.budget),
-                self.layer.budget_units,
                 Arc::clone(&self.layer.limits),
             );
             *request.body_mut() = Body::new(budget);

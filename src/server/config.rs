@@ -1,0 +1,330 @@
+//! The server's configuration, in groups that the binary's flag parser flattens: each
+//! flag, its default and its doc are written once, here. Defaults live in each group's
+//! `Default`, and clap reads them from there.
+//!
+//! Every flag can also come from the environment as `GAMESOLVER_<FLAG>` (upper case,
+//! `-` as `_`); [`with_env`] adds the variables to a command built from these groups.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::games::stone_game_iv;
+pub use crate::seconds::{Seconds, Timeout};
+use crate::service::SolverConfig;
+
+/// Everything a [`super::Server`] needs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    #[arg(long, default_value_t = ServerConfig::default().listen)]
+    pub listen: SocketAddr,
+    /// Seconds that in-flight calls get to finish after SIGINT/SIGTERM.
+    #[arg(long = "shutdown-timeout", default_value_t = ServerConfig::default().shutdown_grace)]
+    pub shutdown_grace: Seconds,
+    /// Bounds on what clients may hold.
+    #[command(flatten, next_help_heading = "Limits")]
+    pub limits: LimitsConfig,
+    /// HTTP/2 and gRPC transport settings.
+    #[command(flatten, next_help_heading = "HTTP/2")]
+    pub http2: Http2Config,
+    /// TLS on the gRPC port.
+    #[command(flatten, next_help_heading = "TLS")]
+    pub tls: TlsConfig,
+    /// The Stone Game IV table.
+    #[command(flatten, next_help_heading = "Stone Game IV table")]
+    pub iv_table: IvTableConfig,
+    /// Metrics.
+    #[command(flatten, next_help_heading = "Observability")]
+    pub observability: ObservabilityConfig,
+    /// How work is spread.
+    #[command(flatten, next_help_heading = "Solving")]
+    pub solver: SolverConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            shutdown_grace: Seconds(Duration::from_secs(30)),
+            limits: LimitsConfig::default(),
+            http2: Http2Config::default(),
+            tls: TlsConfig::default(),
+            iv_table: IvTableConfig::default(),
+            observability: ObservabilityConfig::default(),
+            solver: SolverConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The default configuration listening on `127.0.0.1:0`: what tests and the
+    /// embedded server start from.
+    pub fn ephemeral() -> Self {
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServerConfig::default() }
+    }
+}
+
+/// Bounds on connections, calls and request memory; `docs/operations.md` lists what a
+/// client sees at each.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitsConfig {
+    /// Largest gRPC message accepted or sent, in bytes.
+    #[arg(long, default_value_t = LimitsConfig::default().max_message_bytes)]
+    pub max_message_bytes: usize,
+    /// Connections open or handshaking at once. Near it, connections without a call for
+    /// --idle-under-pressure are closed first; at it, a client holding less than its
+    /// fair share still gets in (from a reserve of an eighth), others are closed at once.
+    #[arg(long, default_value_t = LimitsConfig::default().max_connections)]
+    pub max_connections: usize,
+    /// Connections one client (remote IP address) may hold; beyond it, closed at once.
+    #[arg(long, default_value_t = LimitsConfig::default().max_connections_per_peer)]
+    pub max_connections_per_peer: usize,
+    /// Seconds without a call after which a connection is closed while the server holds
+    /// more than 7/8 of --max-connections.
+    #[arg(long, default_value_t = LimitsConfig::default().idle_under_pressure)]
+    pub idle_under_pressure: Seconds,
+    /// Seconds a new connection has to finish its handshake and send the HTTP/2 preface.
+    #[arg(long, default_value_t = LimitsConfig::default().handshake_timeout)]
+    pub handshake_timeout: Seconds,
+    /// Seconds without a call in flight after which a connection is closed; 0 is never.
+    #[arg(long, default_value_t = LimitsConfig::default().connection_idle_timeout)]
+    pub connection_idle_timeout: Timeout,
+    /// Calls in flight on the server (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = LimitsConfig::default().max_calls)]
+    pub max_calls: usize,
+    /// Calls in flight from one client (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = LimitsConfig::default().max_calls_per_peer)]
+    pub max_calls_per_peer: usize,
+    /// Calls in flight on one connection (health checks aside); beyond: RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = LimitsConfig::default().max_calls_per_connection)]
+    pub max_calls_per_connection: usize,
+    /// Bytes of (inflated) request messages all calls together may hold.
+    #[arg(long, default_value_t = LimitsConfig::default().max_request_bytes_in_flight)]
+    pub max_request_bytes_in_flight: usize,
+    /// Bytes of (inflated) request messages one client's calls may hold together.
+    #[arg(long, default_value_t = LimitsConfig::default().max_request_bytes_per_peer)]
+    pub max_request_bytes_per_peer: usize,
+    /// Request header naming the client's address for the per-client limits (for
+    /// example x-real-ip), set by a proxy in front; only for a proxy that overwrites it.
+    #[arg(long)]
+    pub peer_header: Option<http::HeaderName>,
+    /// Upper bound in seconds on any call (a client's shorter deadline wins); 0 is none.
+    #[arg(long, default_value_t = LimitsConfig::default().request_timeout)]
+    pub request_timeout: Timeout,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
+            max_connections: 4096,
+            max_connections_per_peer: 1024,
+            idle_under_pressure: Seconds(Duration::from_secs(5)),
+            handshake_timeout: Seconds(Duration::from_secs(10)),
+            connection_idle_timeout: Timeout(Some(Duration::from_secs(300))),
+            max_calls: 4096,
+            max_calls_per_peer: 1024,
+            max_calls_per_connection: 1024,
+            max_request_bytes_in_flight: 256 * 1024 * 1024,
+            max_request_bytes_per_peer: 128 * 1024 * 1024,
+            peer_header: None,
+            request_timeout: Timeout(None),
+        }
+    }
+}
+
+/// HTTP/2 and gRPC transport settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Http2Config {
+    /// Concurrent calls allowed on one HTTP/2 connection.
+    #[arg(long, default_value_t = Http2Config::default().max_concurrent_streams)]
+    pub max_concurrent_streams: u32,
+    /// HTTP/2 receive window of one stream, in bytes (default: hyper's, 1 MiB).
+    #[arg(long)]
+    pub http2_stream_window: Option<u32>,
+    /// HTTP/2 receive window of one connection, in bytes (default: hyper's).
+    #[arg(long)]
+    pub http2_connection_window: Option<u32>,
+    /// Seconds after which a connection is sent a GOAWAY (its calls finish; the client
+    /// reconnects, perhaps to another replica); 0 is never.
+    #[arg(long, default_value_t = Http2Config::default().max_connection_age)]
+    pub max_connection_age: Timeout,
+    /// Seconds after --max-connection-age that a connection is closed, calls and all;
+    /// 0 is never.
+    #[arg(long, default_value_t = Http2Config::default().max_connection_age_grace)]
+    pub max_connection_age_grace: Timeout,
+    /// Compress responses for clients that accept gzip or zstd (requests are always
+    /// accepted compressed). Off by default: grpc-go clients offer gzip on every call,
+    /// and compressing small solutions costs more than it saves (docs/performance.md).
+    #[arg(long)]
+    pub compress_responses: bool,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Http2Config {
+            max_concurrent_streams: 1024,
+            http2_stream_window: None,
+            http2_connection_window: None,
+            max_connection_age: Timeout(None),
+            max_connection_age_grace: Timeout(None),
+            compress_responses: false,
+        }
+    }
+}
+
+/// TLS on the gRPC port: PEM files, reread on SIGHUP.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsConfig {
+    /// PEM certificate chain: serve TLS (with --tls-key); SIGHUP rereads the files.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: require client certificates signed by them (mutual TLS).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// The files to load, when TLS is on.
+    pub fn settings(&self) -> Option<super::TlsSettings> {
+        Some(super::TlsSettings {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+            client_ca: self.tls_client_ca.clone(),
+        })
+    }
+}
+
+impl From<super::TlsSettings> for TlsConfig {
+    fn from(settings: super::TlsSettings) -> Self {
+        TlsConfig {
+            tls_cert: Some(settings.cert),
+            tls_key: Some(settings.key),
+            tls_client_ca: settings.client_ca,
+        }
+    }
+}
+
+/// The Stone Game IV table: its range, its file and what is computed at start-up.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IvTableConfig {
+    /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
+    #[arg(long = "iv-max-n", default_value_t = IvTableConfig::default().max_n)]
+    pub max_n: u64,
+    /// Stone Game IV piles classified at start-up, in the background while serving.
+    /// None by default: a request grows the table as far as it needs, and a background
+    /// sieve would take both cores from every embedded and test server.
+    #[arg(long = "iv-precompute", default_value_t = IvTableConfig::default().precompute)]
+    pub precompute: u64,
+    /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
+    /// directory is missing or it is not a table), saved after the start-up precompute
+    /// and at shutdown when the table has grown.
+    #[arg(long = "iv-table")]
+    pub file: Option<PathBuf>,
+}
+
+impl Default for IvTableConfig {
+    fn default() -> Self {
+        IvTableConfig { max_n: stone_game_iv::DEFAULT_LIMIT, precompute: 0, file: None }
+    }
+}
+
+/// Metrics and logs.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ObservabilityConfig {
+    /// Serve Prometheus metrics at http://ADDR/metrics (plaintext; off by default).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// Why `--check-config` refuses a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The TLS files cannot be used.
+    #[error("cannot load the TLS files: {0}")]
+    Tls(#[from] super::tls::TlsError),
+    /// The table file cannot be used.
+    #[error("stone game iv table: {0}")]
+    IvTable(crate::iv_table_file::IvTableFileError),
+}
+
+/// Checks what start-up would load without binding a port or writing a file: the TLS
+/// files load, and the table file (if any) is a table or absent, in a directory that
+/// exists. A damaged table is not an error here either: start-up recomputes it.
+pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
+    if let Some(settings) = config.tls.settings() {
+        super::ReloadableTls::load(settings)?;
+    }
+    if let Some(path) = &config.iv_table.file {
+        let table = crate::games::StoneGameIvTable::new(config.iv_table.max_n);
+        crate::iv_table_file::IvTableStore::new(path.clone()).open(&table).map_err(ConfigError::IvTable)?;
+    }
+    Ok(())
+}
+
+/// Prefix of the environment variables that flags can come from.
+pub const ENV_PREFIX: &str = "GAMESOLVER_";
+
+/// `command` with every long flag (help and version aside) readable from the environment
+/// as `GAMESOLVER_<FLAG>`; a flag on the command line wins.
+pub fn with_env(command: clap::Command) -> clap::Command {
+    command.mut_args(|arg| match arg.get_long() {
+        Some(long) if !matches!(long, "help" | "version") => {
+            let name = format!("{ENV_PREFIX}{}", long.to_uppercase().replace('-', "_"));
+            arg.env(name)
+        }
+        _ => arg,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: ServerConfig,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServerConfig, clap::Error> {
+        let matches =
+            Flags::command().try_get_matches_from(std::iter::once("server").chain(args.iter().copied()))?;
+        Ok(Flags::from_arg_matches(&matches)?.config)
+    }
+
+    #[test]
+    fn the_flag_defaults_are_the_configs_defaults() {
+        let parsed = parse(&[]).unwrap();
+        let default = ServerConfig::default();
+        assert_eq!(format!("{parsed:?}"), format!("{default:?}"));
+    }
+
+    #[test]
+    fn seconds_and_timeouts_parse_and_refuse() {
+        let parsed = parse(&["--shutdown-timeout", "1.5", "--connection-idle-timeout", "0"]).unwrap();
+        assert_eq!(parsed.shutdown_grace, Seconds(Duration::from_millis(1500)));
+        assert_eq!(parsed.limits.connection_idle_timeout, Timeout(None));
+        let err = parse(&["--handshake-timeout=-1"]).unwrap_err().to_string();
+        assert!(err.contains("\"-1\" is not a non-negative number of seconds"), "{err}");
+    }
+
+    #[test]
+    fn every_flag_has_its_environment_variable() {
+        let command = with_env(Flags::command());
+        for arg in command.get_arguments().filter(|arg| arg.get_long().is_some_and(|l| l != "help")) {
+            let long = arg.get_long().unwrap();
+            let env = arg.get_env().unwrap_or_else(|| panic!("--{long} has no environment variable"));
+            assert_eq!(
+                env.to_str().unwrap(),
+                format!("GAMESOLVER_{}", long.to_uppercase().replace('-', "_"))
+            );
+        }
+    }
+}
