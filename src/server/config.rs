@@ -127,7 +127,7 @@ impl Default for LimitsConfig {
             max_calls_per_peer: 1024,
             max_calls_per_connection: 1024,
             max_request_bytes_in_flight: 256 * 1024 * 1024,
-            max_request_bytes_per_peer: 128 * 1024 * 1024,
+            max_request_bytes_per_peer: 160 * 1024 * 1024,
             peer_header: None,
             request_timeout: Timeout(None),
         }

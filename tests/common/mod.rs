@@ -96,6 +96,29 @@ impl TestServer {
         Channel::from_shared(self.url()).unwrap().connect().await.expect("connect to test server")
     }
 
+    /// A channel whose connections come from `ip` (any 127.0.0.0/8 address on
+    /// loopback), so that the server counts them as another client.
+    pub async fn channel_from(&self, ip: [u8; 4]) -> Channel {
+        let addr = self.addr;
+        let connector = tower::service_fn(move |_: http::Uri| async move {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::from((ip, 0)))?;
+            let stream = socket.connect(addr).await?;
+            stream.set_nodelay(true)?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        });
+        tonic::transport::Endpoint::from_shared(self.url())
+            .unwrap()
+            .connect_with_connector(connector)
+            .await
+            .expect("connect to test server from another address")
+    }
+
+    /// A client whose connection comes from `ip`; see [`TestServer::channel_from`].
+    pub async fn client_from(&self, ip: [u8; 4]) -> Client {
+        GameSolverServiceClient::new(self.channel_from(ip).await)
+    }
+
     pub async fn client(&self) -> Client {
         GameSolverServiceClient::new(self.channel().await)
             .max_decoding_message_size(usize::MAX)
