@@ -92,6 +92,7 @@ cargo build --quiet --bins
 start_server main
 main_addr=$server_addr
 "$work/interop" check "$main_addr" examples/problems.jsonl
+"$work/interop" check "$main_addr" examples/errors.jsonl
 "$work/interop" check "$main_addr" "$work/generated.jsonl"
 
 start_server message-limit --max-message-bytes 1000
