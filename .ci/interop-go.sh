@@ -1,26 +1,22 @@
 #!/usr/bin/env bash
-# Second-client check in Go (tests/interop/go): grpc-go and the Go protobuf runtime, with
-# stubs that `buf generate` makes from proto/ as it is (never committed, so this proves
-# they generate). Against the real server on loopback ports: the example file and 3,000
-# generated problems through all four RPCs, which must agree; the AIP-193 rich errors;
-# RESOURCE_EXHAUSTED above --max-message-bytes; DEADLINE_EXCEEDED from --request-timeout.
-# Installs buf (as .ci/buf.sh does) and the two Go plugins at pinned versions, and always
+# Second-client check in Go (tests/interop/go): grpc-go and the Go protobuf runtime,
+# through the repository's Go module (clients/go, by a `replace` in the check's go.mod: the
+# stubs as committed, and its richerror package; .ci/generate.sh --check proves they are
+# what the proto makes). Against the real server on loopback ports: the example file and
+# 3,000 generated problems through all four RPCs, which must agree; the AIP-193 rich
+# errors; RESOURCE_EXHAUSTED above --max-message-bytes; DEADLINE_EXCEEDED from
+# --request-timeout. Also builds, vets and gofmt-checks the module and its example. Always
 # stops the servers it started.
-# Environment: GOBIN, CARGO_TARGET_DIR.
+# Environment: CARGO_TARGET_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$target/interop-go"
 client_dir=tests/interop/go
-# protoc-gen-go is installed at the protobuf runtime version of go.mod, so that generator
-# and runtime never drift apart; protoc-gen-go-grpc is its own module.
-protoc_gen_go_grpc_version=v1.6.2
+module_dir=clients/go
 
 log() { echo "interop-go.sh: $*" >&2; }
-
-# shellcheck source=.ci/buf.sh
-source .ci/buf.sh
 
 # --- servers ----------------------------------------------------------------------------
 server_pids=()
@@ -70,19 +66,15 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-# --- stubs and the client ---------------------------------------------------------------
+# --- the module and the client -----------------------------------------------------------
 mkdir -p "$work"
-buf=$(ensure_buf)
-protobuf_version=$(cd "$client_dir" && go list -m -f '{{.Version}}' google.golang.org/protobuf)
-protoc_gen_go=$(ensure_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$protobuf_version")
-protoc_gen_go_grpc=$(ensure_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
-    "$protoc_gen_go_grpc_version")
-log "buf generate ($protoc_gen_go, $protoc_gen_go_grpc)"
-# buf finds local plugins on PATH: the pinned ones first.
-(cd "$client_dir" &&
-    PATH="$(dirname "$protoc_gen_go"):$(dirname "$protoc_gen_go_grpc"):$PATH" "$buf" generate "$root/proto")
-(cd "$client_dir" && test -z "$(gofmt -l main.go)" && go vet ./... && go build -o "$work/interop" .) ||
-    { log "the Go client does not build, vet or gofmt cleanly"; exit 1; }
+log "go vet and gofmt: $module_dir, $client_dir"
+for dir in "$module_dir" "$client_dir"; do
+    (cd "$dir" && test -z "$(gofmt -l .)" && go vet ./...) ||
+        { log "$dir does not vet or gofmt cleanly"; exit 1; }
+done
+(cd "$module_dir" && go build -o "$work/solve-example" ./examples/solve)
+(cd "$client_dir" && go build -o "$work/interop" .)
 
 # --- the server, and the checks ---------------------------------------------------------
 log "cargo build --bins"
@@ -93,6 +85,10 @@ start_server main
 main_addr=$server_addr
 "$work/interop" check "$main_addr" examples/problems.jsonl
 "$work/interop" check "$main_addr" "$work/generated.jsonl"
+# The module's example, as its doc shows it.
+example=$("$work/solve-example" -server "$main_addr" -num '25??')
+[[ $example == $'winner: WINNER_ALICE\nmove: write 9 at index 2' ]] ||
+    { log "examples/solve printed: $example"; exit 1; }
 
 start_server message-limit --max-message-bytes 1000
 "$work/interop" message-limit "$server_addr" 1000
