@@ -12,35 +12,19 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-work="$target/grpc-web"
 origin=http://localhost:3000
 
+# start_server, stop_servers and on_exit, as the Go interop check uses them.
+# shellcheck source=.ci/interop-go.sh
+source .ci/interop-go.sh
+work="$target/grpc-web"
 log() { echo "grpc-web.sh: $*" >&2; }
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$work"
 
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 ((node_major >= 20)) || { log "needs node >= 20 and npm on PATH (found: $(node --version 2>&1 || true))"; exit 1; }
-
-mkdir -p "$work"
-server_pid=
-stop_server() {
-    [[ -n $server_pid ]] || return 0
-    kill -TERM "$server_pid" 2>/dev/null || true
-    local i
-    for i in $(seq 100); do
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
-on_exit() {
-    local status=$?
-    stop_server
-    ((status == 0)) || log "failed; the server's log is $work/server.log"
-}
-trap on_exit EXIT
-trap 'exit 130' INT TERM
 
 log "npm ci in tests/grpc-web"
 (cd tests/grpc-web && npm ci --silent --no-audit --no-fund)
@@ -48,21 +32,9 @@ log "npm ci in tests/grpc-web"
 log "cargo build --bins"
 cargo build --quiet --bins
 
-"$target/debug/gamesolver-server" --listen 127.0.0.1:0 --grpc-web --grpc-web-origin "$origin" \
-    >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-addr=
-for _ in $(seq 300); do
-    addr=$(sed -n '1s/^listening on //p' "$work/server.out")
-    [[ -n $addr ]] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        log "the server exited at start (does it have --grpc-web?):"
-        cat "$work/server.log" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
-[[ -n $addr ]] || { log "the server printed no address within 30 s"; exit 1; }
+start_server grpc-web --grpc-web --grpc-web-origin "$origin" ||
+    { log "the server did not start; is --grpc-web in this build?"; exit 1; }
+addr=$server_addr
 
 log "node tests against $addr (allowed origin $origin)"
 # Each call has its own deadline, each test 30 s, the whole run 120 s.

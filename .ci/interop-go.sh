@@ -6,7 +6,8 @@
 # 3,000 generated problems through all four RPCs, which must agree; the AIP-193 rich
 # errors; RESOURCE_EXHAUSTED above --max-message-bytes; DEADLINE_EXCEEDED from
 # --request-timeout. Also builds, vets and gofmt-checks the module and its example. Always
-# stops the servers it started.
+# stops the servers it started. Sourced (by .ci/grpc-web.sh), it only defines log,
+# start_server, stop_servers and on_exit.
 # Environment: CARGO_TARGET_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,6 +64,10 @@ on_exit() {
     stop_servers
     ((status == 0)) || log "failed; the servers' logs are in $work/*.log"
 }
+
+if [[ ${BASH_SOURCE[0]} != "$0" ]]; then
+    return 0
+fi
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
