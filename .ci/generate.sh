@@ -31,7 +31,7 @@ outputs=(docs/api.md clients/go/gamesolver clients/python/src/gamesolver tests/g
 
 log() { echo "generate.sh: $*" >&2; }
 
-mode=write
+mode="write"
 case ${1:-} in
     "") ;;
     --check) mode=check ;;

@@ -31,8 +31,7 @@ start_server() {
         >"$work/$name.out" 2>"$work/$name.log" &
     local pid=$!
     server_pids+=("$pid")
-    local i
-    for i in $(seq 300); do
+    for _ in $(seq 300); do
         server_addr=$(sed -n '1s/^listening on //p' "$work/$name.out")
         [[ -n $server_addr ]] && return
         kill -0 "$pid" 2>/dev/null || { log "server $name exited early:"; cat "$work/$name.log" >&2; return 1; }
@@ -45,12 +44,12 @@ start_server() {
 # Stops every server started here: SIGTERM (graceful), then SIGKILL after 10 s, since a
 # server still growing the Stone Game IV table for the deadline check need not hurry.
 stop_servers() {
-    local pid i
+    local pid
     for pid in "${server_pids[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
     done
     for pid in "${server_pids[@]}"; do
-        for i in $(seq 100); do
+        for _ in $(seq 100); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
