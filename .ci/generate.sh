@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything generated from the wire contract, by one `buf generate` (template
 # buf.gen.yaml), committed so that users of the packages need no toolchain:
-#   docs/api.md                   the API reference from the proto's comments (protoc-gen-doc)
+#   docs/api.md                   the API reference from the proto's comments (protoc-gen-doc,
+#                                 with the template docs/api.md.tmpl)
 #   clients/go/gamesolver/v1/     the Go module's stubs (protoc-gen-go, protoc-gen-go-grpc)
 #   clients/python/src/gamesolver/  the Python package's stubs (grpcio-tools' protoc)
 #   tests/grpc-web/gen/           the gRPC-Web test's stubs (protoc-gen-es)
