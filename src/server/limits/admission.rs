@@ -196,17 +196,17 @@ mod tests {
 
     #[test]
     fn at_the_limit_only_a_peer_under_its_fair_share_gets_in_from_the_reserve() {
-        let pool = FairShare::new(SharePolicy { limit: 100, reserve: 10, per_peer: 60 });
-        let heavy = [pool.try_take(peer(1), 60).unwrap(), pool.try_take(peer(2), 40).unwrap()];
-        // Full: the heavy peers are refused, a newcomer is admitted from the reserve.
-        assert_eq!(pool.try_take(peer(1), 1).unwrap_err(), Refusal::PeerCap);
-        assert_eq!(pool.try_take(peer(2), 1).unwrap_err(), Refusal::Full);
+        let pool = FairShare::new(SharePolicy { limit: 100, reserve: 10, per_peer: 80 });
+        let heavy = [pool.try_take(peer(1), 70).unwrap(), pool.try_take(peer(2), 30).unwrap()];
+        // Full: the peer over its fair share (100 / 2) is refused; the one under it, and
+        // a newcomer, are admitted from the reserve.
+        assert_eq!(pool.try_take(peer(1), 1).unwrap_err(), Refusal::Full);
+        let under = pool.try_take(peer(2), 1).unwrap();
         let light = pool.try_take(peer(3), 5).unwrap();
-        assert_eq!(pool.total(), 105);
+        assert_eq!(pool.total(), 106);
         // The reserve is bounded too.
-        assert_eq!(pool.try_take(peer(4), 6).unwrap_err(), Refusal::Full);
-        drop(light);
-        drop(heavy);
+        assert_eq!(pool.try_take(peer(4), 5).unwrap_err(), Refusal::Full);
+        drop((under, light, heavy));
         assert_eq!((pool.total(), pool.peers()), (0, 0));
     }
 
