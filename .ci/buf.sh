@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The wire contract's own checks: `buf lint` (STANDARD + COMMENTS, see buf.yaml) and
-# `buf breaking` (FILE) of proto/ against the released contract. Installs buf when
-# missing (pinned, `go install`, into target/tools/bin or $GOBIN).
+# The wire contract's own checks: `buf lint` (STANDARD + COMMENTS, see buf.yaml),
+# `buf breaking` (FILE) of proto/ against the released contract, and that what is
+# generated from it and committed is current (.ci/generate.sh --check: the API reference,
+# the Go and Python packages, the gRPC-Web test's stubs). Installs buf when missing
+# (pinned, `go install`, into target/tools/bin or $GOBIN).
 #
 # The baseline: there is no Buf Schema Registry here and a git ref would move, so the
 # released contract is kept as a committed buf image, buf-baseline/gamesolver-v1.json
@@ -10,7 +12,7 @@
 # it). Regenerate it only on a deliberate new release of the contract, never to make
 # this check pass: `bash .ci/buf.sh --write-baseline`, and commit it with the proto.
 #
-# Usage: .ci/buf.sh [--write-baseline]. Sourced (by .ci/interop-go.sh), it only defines
+# Usage: .ci/buf.sh [--write-baseline]. Sourced (by .ci/generate.sh), it only defines
 # ensure_go_tool and ensure_buf.
 # Environment: GOBIN, CARGO_TARGET_DIR.
 set -euo pipefail
@@ -65,6 +67,8 @@ case ${1:-} in
         "$buf" lint proto
         echo "== buf breaking against $buf_baseline"
         "$buf" breaking proto --against "$buf_baseline"
+        echo "== generated from the contract: docs/api.md, clients/go, clients/python, tests/grpc-web"
+        bash .ci/generate.sh --check
         ;;
     *) echo "usage: .ci/buf.sh [--write-baseline]" >&2; exit 2 ;;
 esac

@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
-# Second-client check in Go (tests/interop/go): grpc-go and the Go protobuf runtime, with
-# stubs that `buf generate` makes from proto/ as it is (never committed, so this proves
-# they generate). Against the real server on loopback ports: the example file and 3,000
-# generated problems through all four RPCs, which must agree; the AIP-193 rich errors;
-# RESOURCE_EXHAUSTED above --max-message-bytes; DEADLINE_EXCEEDED from --request-timeout.
-# Installs buf (as .ci/buf.sh does) and the two Go plugins at pinned versions, and always
-# stops the servers it started.
-# Environment: GOBIN, CARGO_TARGET_DIR.
+# Second-client check in Go (tests/interop/go): grpc-go and the Go protobuf runtime,
+# through the repository's Go module (clients/go, by a `replace` in the check's go.mod: the
+# stubs as committed, and its richerror package; .ci/generate.sh --check proves they are
+# what the proto makes). Against the real server on loopback ports: the example file and
+# 3,000 generated problems through all four RPCs, which must agree; the AIP-193 rich
+# errors; RESOURCE_EXHAUSTED above --max-message-bytes; DEADLINE_EXCEEDED from
+# --request-timeout. Also builds, vets and gofmt-checks the module and its example. Always
+# stops the servers it started. Sourced (by .ci/grpc-web.sh), it only defines log,
+# start_server, stop_servers and on_exit.
+# Environment: CARGO_TARGET_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$target/interop-go"
 client_dir=tests/interop/go
-# protoc-gen-go is installed at the protobuf runtime version of go.mod, so that generator
-# and runtime never drift apart; protoc-gen-go-grpc is its own module.
-protoc_gen_go_grpc_version=v1.6.2
+module_dir=clients/go
 
 log() { echo "interop-go.sh: $*" >&2; }
-
-# shellcheck source=.ci/buf.sh
-source .ci/buf.sh
 
 # --- servers ----------------------------------------------------------------------------
 server_pids=()
@@ -34,8 +31,7 @@ start_server() {
         >"$work/$name.out" 2>"$work/$name.log" &
     local pid=$!
     server_pids+=("$pid")
-    local i
-    for i in $(seq 300); do
+    for _ in $(seq 300); do
         server_addr=$(sed -n '1s/^listening on //p' "$work/$name.out")
         [[ -n $server_addr ]] && return
         kill -0 "$pid" 2>/dev/null || { log "server $name exited early:"; cat "$work/$name.log" >&2; return 1; }
@@ -48,12 +44,12 @@ start_server() {
 # Stops every server started here: SIGTERM (graceful), then SIGKILL after 10 s, since a
 # server still growing the Stone Game IV table for the deadline check need not hurry.
 stop_servers() {
-    local pid i
+    local pid
     for pid in "${server_pids[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
     done
     for pid in "${server_pids[@]}"; do
-        for i in $(seq 100); do
+        for _ in $(seq 100); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -67,22 +63,22 @@ on_exit() {
     stop_servers
     ((status == 0)) || log "failed; the servers' logs are in $work/*.log"
 }
+
+if [[ ${BASH_SOURCE[0]} != "$0" ]]; then
+    return 0
+fi
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-# --- stubs and the client ---------------------------------------------------------------
+# --- the module and the client -----------------------------------------------------------
 mkdir -p "$work"
-buf=$(ensure_buf)
-protobuf_version=$(cd "$client_dir" && go list -m -f '{{.Version}}' google.golang.org/protobuf)
-protoc_gen_go=$(ensure_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$protobuf_version")
-protoc_gen_go_grpc=$(ensure_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
-    "$protoc_gen_go_grpc_version")
-log "buf generate ($protoc_gen_go, $protoc_gen_go_grpc)"
-# buf finds local plugins on PATH: the pinned ones first.
-(cd "$client_dir" &&
-    PATH="$(dirname "$protoc_gen_go"):$(dirname "$protoc_gen_go_grpc"):$PATH" "$buf" generate "$root/proto")
-(cd "$client_dir" && test -z "$(gofmt -l main.go)" && go vet ./... && go build -o "$work/interop" .) ||
-    { log "the Go client does not build, vet or gofmt cleanly"; exit 1; }
+log "go vet and gofmt: $module_dir, $client_dir"
+for dir in "$module_dir" "$client_dir"; do
+    (cd "$dir" && test -z "$(gofmt -l .)" && go vet ./...) ||
+        { log "$dir does not vet or gofmt cleanly"; exit 1; }
+done
+(cd "$module_dir" && go build -o "$work/solve-example" ./examples/solve)
+(cd "$client_dir" && go build -o "$work/interop" .)
 
 # --- the server, and the checks ---------------------------------------------------------
 log "cargo build --bins"
@@ -92,7 +88,12 @@ cargo build --quiet --bins
 start_server main
 main_addr=$server_addr
 "$work/interop" check "$main_addr" examples/problems.jsonl
+"$work/interop" check "$main_addr" examples/errors.jsonl
 "$work/interop" check "$main_addr" "$work/generated.jsonl"
+# The module's example, as its doc shows it.
+example=$("$work/solve-example" -server "$main_addr" -num '25??')
+[[ $example == $'winner: WINNER_ALICE\nmove: write 9 at index 2' ]] ||
+    { log "examples/solve printed: $example"; exit 1; }
 
 start_server message-limit --max-message-bytes 1000
 "$work/interop" message-limit "$server_addr" 1000

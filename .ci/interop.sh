@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Second-client cross-check: Python grpcio and the reference protobuf runtime against the
-# real server and gamesolver-client (tests/interop/crosscheck.py). Installs its own venv.
+# real server and gamesolver-client (tests/interop/crosscheck.py), through the repository's
+# Python package (clients/python), installed into a venv under target/ at every run so
+# that the check always uses the package as committed. The package's own dependencies are
+# pinned here to the versions its stubs were generated for (.ci/generate.sh).
+# Environment: CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/interop-venv"
-if ! "$venv/bin/python" -c "import grpc_status, grpc_tools" 2>/dev/null; then
+grpc_version=1.85.1
+protobuf_version=7.36.2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('grpcio') != '$grpc_version' or m.version('protobuf') != '$protobuf_version')" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet grpcio grpcio-tools grpcio-status protobuf
+  "$venv/bin/pip" install --quiet "grpcio==$grpc_version" "grpcio-status==$grpc_version" "protobuf==$protobuf_version"
 fi
+# --no-deps: the pins above are the dependencies; --no-build-isolation would need setuptools
+# in the venv, so pip builds the package in its own isolated environment.
+"$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
 cargo build --quiet --bins
 server="$target/debug/gamesolver-server"
 client="$target/debug/gamesolver-client"
@@ -16,3 +26,22 @@ client="$target/debug/gamesolver-client"
 generated="$target/interop-generated.jsonl"
 "$client" gen --count 3000 --seed 11 --iv-n 0..200000 -o "$generated"
 "$venv/bin/python" tests/interop/crosscheck.py "$server" "$client" "$generated"
+
+# The package's example, as its README shows it, against a server of its own (stopped on
+# exit; at most 30 s for its address).
+out="$target/interop-example.out"
+"$server" --listen 127.0.0.1:0 >"$out" 2>/dev/null &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
+addr=
+for _ in $(seq 300); do
+  addr=$(sed -n '1s/^listening on //p' "$out")
+  [[ -n $addr ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { echo "interop.sh: the server exited early" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n $addr ]] || { echo "interop.sh: the server printed no address within 30 s" >&2; exit 1; }
+example=$("$venv/bin/python" clients/python/examples/solve.py --server "$addr" --num '25??')
+[[ $example == $'winner: WINNER_ALICE\nmove: write 9 at index 2' ]] ||
+  { echo "interop.sh: examples/solve.py printed: $example" >&2; exit 1; }
+echo "interop.sh: the package's example answers as its README says"

@@ -234,11 +234,44 @@ impl Default for IvTableConfig {
 }
 
 /// Metrics and logs.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ObservabilityConfig {
     /// Serve Prometheus metrics at http://ADDR/metrics (plaintext; off by default).
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Connections open at once on the metrics port; a newcomer beyond it closes an idle
+    /// one of the client holding the most.
+    #[arg(long, default_value_t = ObservabilityConfig::default().metrics_max_connections)]
+    pub metrics_max_connections: usize,
+    /// Seconds a request to the metrics port has to send its headers, from its first byte.
+    #[arg(long, default_value_t = ObservabilityConfig::default().metrics_header_read_timeout)]
+    pub metrics_header_read_timeout: Seconds,
+    /// Seconds a metrics connection may stay open with no request in progress.
+    #[arg(long, default_value_t = ObservabilityConfig::default().metrics_idle_timeout)]
+    pub metrics_idle_timeout: Seconds,
+}
+
+impl Default for ObservabilityConfig {
+    fn default() -> Self {
+        let limits = super::metrics_endpoint::EndpointLimits::default();
+        ObservabilityConfig {
+            metrics_listen: None,
+            metrics_max_connections: limits.max_connections,
+            metrics_header_read_timeout: Seconds(limits.header_read_timeout),
+            metrics_idle_timeout: Seconds(limits.idle_timeout),
+        }
+    }
+}
+
+impl ObservabilityConfig {
+    /// The metrics port's bounds.
+    pub(crate) fn endpoint_limits(&self) -> super::metrics_endpoint::EndpointLimits {
+        super::metrics_endpoint::EndpointLimits {
+            max_connections: self.metrics_max_connections,
+            header_read_timeout: self.metrics_header_read_timeout.0,
+            idle_timeout: self.metrics_idle_timeout.0,
+        }
+    }
 }
 
 /// Why `--check-config` refuses a configuration.

@@ -33,6 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tower::{Layer, Service};
 
+use super::metrics_endpoint::{self, EndpointLimits};
+use super::process_metrics;
 use crate::games::GameKind;
 use crate::games::StoneGameIvTable;
 use crate::pb;
@@ -108,7 +110,10 @@ fn extension_buckets() -> Histogram {
 impl Metrics {
     /// A fresh set of metrics; the table's coverage is read at each scrape.
     pub fn new(iv_table: Arc<StoneGameIvTable>) -> Self {
-        let mut registry = Registry::with_prefix("gamesolver");
+        // The process metrics keep their standard, unprefixed names.
+        let mut root = Registry::default();
+        process_metrics::register(&mut root);
+        let registry = root.sub_registry_with_prefix("gamesolver");
         let inner = Inner {
             calls: Family::default(),
             durations: Family::new_with_constructor(call_buckets),
@@ -169,7 +174,7 @@ impl Metrics {
             "The running build",
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
         );
-        Metrics { inner: Arc::new(Inner { registry, ..inner }) }
+        Metrics { inner: Arc::new(Inner { registry: root, ..inner }) }
     }
 
     /// The metrics in the OpenMetrics text format, as Prometheus scrapes them.
@@ -449,50 +454,13 @@ impl Drop for ObservedBody {
     }
 }
 
-/// Serves `GET /metrics` on `listener` (HTTP/1.1, plaintext) until `stop` is cancelled.
-pub(crate) async fn serve_metrics(listener: TcpListener, metrics: Metrics, stop: CancellationToken) {
-    use hyper::{Method, Response, StatusCode};
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of descriptors, most likely: give the process a moment.
-                    tracing::warn!("metrics endpoint: accept failed: {err}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = stop.cancelled() => return,
-        };
-        let metrics = metrics.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let response = match (request.method(), request.uri().path()) {
-                        (&Method::GET, "/metrics") => Response::builder()
-                            .header(
-                                http::header::CONTENT_TYPE,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )
-                            .body(http_body_util::Full::new(Bytes::from(metrics.encode()))),
-                        _ => Response::builder()
-                            .status(StatusCode::NOT_FOUND)
-                            .body(http_body_util::Full::new(Bytes::from_static(b"only /metrics here\n"))),
-                    };
-                    std::future::ready(response)
-                });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::select! {
-                result = connection => {
-                    if let Err(err) = result {
-                        tracing::debug!("metrics endpoint: {err}");
-                    }
-                }
-                () = stop.cancelled() => {}
-            }
-        });
-    }
+/// Serves `GET /metrics` on `listener` (HTTP/1.1, plaintext) within `limits` until `stop`
+/// is cancelled.
+pub(crate) async fn serve_metrics(
+    listener: TcpListener,
+    metrics: Metrics,
+    limits: EndpointLimits,
+    stop: CancellationToken,
+) {
+    metrics_endpoint::serve(listener, limits, Arc::new(move || metrics.encode()), stop).await;
 }

@@ -33,6 +33,8 @@ mod iv_table;
 mod limits;
 mod log_limit;
 pub mod metrics;
+mod metrics_endpoint;
+mod process_metrics;
 pub mod tls;
 mod transport;
 
@@ -153,7 +155,8 @@ impl Server {
             .add_service(Self::solver_service(&config, &iv_table, &metrics));
 
         if let Some(listener) = metrics_listener {
-            tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), stopping.clone()));
+            let limits = config.observability.endpoint_limits();
+            tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
         iv_table.precompute_in_background(config.iv_table.precompute);
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));

@@ -1,5 +1,6 @@
 // Command interop is a second, independent client of gamesolver: grpc-go and the Go
-// protobuf runtime, with stubs that buf generates from the proto file as it is. It checks
+// protobuf runtime, through the repository's Go module (clients/go: the stubs that
+// .ci/generate.sh makes with buf, and its richerror package). It checks
 // what a Go user of the contract relies on, and exits 1 with a message on any mismatch.
 //
 //	interop check ADDR PROBLEMS.jsonl   read the file with protojson (one Problem a line;
@@ -15,7 +16,7 @@
 //	interop pipeline ADDR               10,000 small SolveStream requests sent without
 //	                                    waiting for answers are all answered, in order
 //
-// .ci/interop-go.sh generates the stubs, starts the servers and runs all three.
+// .ci/interop-go.sh starts the servers and runs all three.
 package main
 
 import (
@@ -31,7 +32,7 @@ import (
 	"time"
 
 	pb "github.com/gamesolver/gamesolver/gen/go/gamesolver/v1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"github.com/gamesolver/gamesolver/gen/go/richerror"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -39,9 +40,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
-
-// errorDomain is ErrorInfo.domain for every error of the service.
-const errorDomain = "gamesolver.v1"
 
 // callTimeout bounds every call the checks make, so that a hung server fails the run.
 const callTimeout = 60 * time.Second
@@ -376,42 +374,24 @@ func sameError(where string, got, want *pb.SolutionError) error {
 	return nil
 }
 
-// solutionErrorOf reads a failed call's google.rpc.Status as AIP-193 describes it: exactly
-// one ErrorInfo in the service's domain and at most one BadRequest with one field
-// violation, and nothing else. The result is what a batch would carry in Solution.error.
+// solutionErrorOf reads a failed call's google.rpc.Status with the Go module's richerror,
+// which refuses details that break AIP-193, and asks what the contract promises of a bad
+// problem: an ErrorInfo, and a BadRequest (if any) with one described field violation.
+// The result is what a batch would carry in Solution.error.
 func solutionErrorOf(callErr error) (*pb.SolutionError, error) {
-	st, ok := status.FromError(callErr)
-	if !ok {
-		return nil, fmt.Errorf("not a gRPC status: %w", callErr)
+	rich, err := richerror.Parse(callErr)
+	if err != nil {
+		return nil, err
 	}
-	got := &pb.SolutionError{Code: pb.SolutionError_Code(st.Code()), Message: st.Message()}
-	var infos, badRequests int
-	for _, detail := range st.Details() {
-		switch d := detail.(type) {
-		case *errdetails.ErrorInfo:
-			infos++
-			if d.Domain != errorDomain {
-				return nil, fmt.Errorf("ErrorInfo domain %q, want %q (status %v)", d.Domain, errorDomain, st)
-			}
-			got.Reason, got.Metadata = d.Reason, d.Metadata
-		case *errdetails.BadRequest:
-			badRequests++
-			violations := d.GetFieldViolations()
-			if len(violations) != 1 || violations[0].Description == "" {
-				return nil, fmt.Errorf("want one described field violation, got %s", show(d))
-			}
-			got.Field = violations[0].Field
-		case error:
-			return nil, fmt.Errorf("undecodable status detail: %w", d)
-		default:
-			return nil, fmt.Errorf("unexpected status detail %T", d)
+	if rich.Info == nil {
+		return nil, fmt.Errorf("no ErrorInfo (status %v)", rich.Status)
+	}
+	if rich.BadRequest != nil {
+		if v := rich.BadRequest.GetFieldViolations(); len(v) != 1 || v[0].GetDescription() == "" {
+			return nil, fmt.Errorf("want one described field violation, got %s", show(rich.BadRequest))
 		}
 	}
-	if infos != 1 || badRequests > 1 {
-		return nil, fmt.Errorf("want one ErrorInfo and at most one BadRequest, got %d and %d (status %v)",
-			infos, badRequests, st)
-	}
-	return got, nil
+	return rich.SolutionError(), nil
 }
 
 // checkMessageLimit expects a server started with --max-message-bytes limit: a request
