@@ -229,14 +229,16 @@ impl Run {
         if config.tls.any() && !servers.iter().any(Server::is_tls) {
             return Err(ClientError::TlsWithoutHttps);
         }
+        if servers.is_empty() && config.embedded.is_none() {
+            return Err(ClientError::NoServer);
+        }
 
         let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
         let (out, sidecar, resumed) = open_output(&config, &mut reader)?;
 
         let embedded = match (&config.embedded, servers.is_empty()) {
-            (_, false) => None,
-            (None, true) => return Err(ClientError::NoServer),
             (Some(starter), true) => Some(starter.start().await.map_err(ClientError::EmbeddedServer)?),
+            _ => None,
         };
         let servers = match &embedded {
             Some(embedded) => vec![Server::parse(&embedded.url, &tls)?],
