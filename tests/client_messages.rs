@@ -33,6 +33,12 @@ async fn client_async(args: Vec<String>) -> (Option<i32>, String, Duration) {
     (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), started.elapsed())
 }
 
+/// Fails unless docs/bulk-client.md shows `message`, in backquotes, as it is.
+fn assert_documented(message: &str) {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/bulk-client.md")).unwrap();
+    assert!(docs.contains(&format!("`{message}`")), "docs/bulk-client.md does not show `{message}`");
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -68,6 +74,9 @@ async fn a_plaintext_url_to_a_tls_server_says_use_https_at_once() {
         // Not retried for --retry-for (60 s).
         assert!(took < Duration::from_secs(10), "{took:?}");
     }
+    assert_documented(
+        "gamesolver-client: server http://HOST:PORT speaks TLS: use --server https://HOST:PORT",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,6 +117,9 @@ fn a_missing_tls_file_is_named_with_its_os_error_once() {
             )
         );
     }
+    assert_documented(
+        "gamesolver-client: cannot read --ca-cert PATH: No such file or directory (os error 2)",
+    );
 }
 
 #[test]
@@ -142,6 +154,9 @@ fn bad_lines_are_explained_in_a_persons_words() {
             "line 5: not a problem: stoneGameIv.n: -5 is not a uint64 at column 22",
         ]
     );
+    for message in &messages[1..] {
+        assert_documented(message);
+    }
 }
 
 #[test]
@@ -165,6 +180,7 @@ fn a_binary_file_is_refused_before_any_output() {
         );
         assert!(!output.exists(), "nothing written");
     }
+    assert_documented("gamesolver-client: /bin/ls: not JSON lines (byte 0x00 at line 1)");
 }
 
 #[test]
