@@ -188,7 +188,12 @@ fn help_says_what_the_client_is() {
     let help = client(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
     let help = text(&help.stdout);
-    assert!(help.starts_with("Bulk client of gamesolver: solves files of JSON-lines problems"), "{help}");
+    assert!(
+        help.starts_with(
+            "Bulk client of gamesolver: solves JSON-lines problem files through gamesolver servers"
+        ),
+        "{help}"
+    );
     assert!(!help.contains("server for three"), "{help}");
     for command in ["solve", "gen", "completions", "man"] {
         assert!(help.contains(&format!("  {command} ")), "{command}: {help}");
@@ -214,7 +219,10 @@ fn completions_and_man_pages_are_generated() {
     assert_eq!(page.status.code(), Some(0));
     let page = text(&page.stdout);
     assert!(page.contains(".TH gamesolver-client 1"), "{page}");
-    assert!(page.contains("Bulk client of gamesolver"), "{page}");
+    assert!(
+        page.contains("gamesolver\\-client \\- Bulk client of gamesolver: solves JSON\\-lines problem files"),
+        "{page}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let run = client(&["man", "--out-dir", &path_str(dir.path())]);

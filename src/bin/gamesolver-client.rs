@@ -16,9 +16,12 @@ use gamesolver::client::{
 use gamesolver::server::{serve, ServerConfig};
 use tonic::codec::CompressionEncoding;
 
-/// Bulk client of gamesolver: solves files of JSON-lines problems through gamesolver
-/// servers (or one it starts in its own process), in input order, resumably; writes
-/// random problem files.
+/// Bulk client of gamesolver: solves JSON-lines problem files through gamesolver servers
+///
+/// Without --server it starts a server in its own process. Answers come out in input
+/// order, one line per problem, with nothing lost; `solve --resume` continues an
+/// interrupted run. Also writes random problem files (`gen`), shell completions and
+/// manual pages.
 #[derive(Debug, Parser)]
 #[command(name = "gamesolver-client", version)]
 struct Args {
