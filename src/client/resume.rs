@@ -1,19 +1,12 @@
 //! Picking up an interrupted run from its partial output, once it is proven to be this
 //! input's.
 //!
-//! Output is written strictly in input order, so its complete lines answer exactly the same
-//! number of leading (non-blank) input lines. A killed run may leave half a line at the
-//! end; that half is cut off and its input line solved again.
-//!
-//! The proof lives in a sidecar, `OUTPUT.resume`, rather than in a header: a header would
-//! make the output something other than one `Solution` per line. The sidecar holds the
-//! options that shape the output and a checkpoint: how many lines were answered and a
-//! fingerprint (xxh3) of those input lines, with their line numbers, since an id-less line's
-//! id is its number. The writer saves a checkpoint only after flushing the lines it
-//! covers, so the output always holds at least the lines the checkpoint counts. Resuming
-//! re-reads the kept input lines (there is no other way to get past them, on stdin or in a
-//! compressed file), so hashing them costs nearly nothing; the lines written after the last
-//! checkpoint (about a second's worth) are checked through the id of the last one.
+//! Output is written strictly in input order, so its complete lines answer exactly as
+//! many leading non-blank input lines; a half line left by a kill is cut off and solved
+//! again. The proof is a sidecar, `OUTPUT.resume`, rather than a header, so that the output
+//! stays one `Solution` a line: it holds the options that shape the output and the last
+//! checkpoint (see `fingerprint`), saved only after the lines it counts are flushed. The
+//! lines written after it are checked through the id of the last one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
