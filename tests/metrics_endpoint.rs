@@ -9,8 +9,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestServer;
+use gamesolver::seconds::Seconds;
+use gamesolver::server::config::ObservabilityConfig;
 use gamesolver::server::ServerConfig;
-use production::{metrics_listener, scrape, series};
+use production::{metrics_listen, scrape, series};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -22,9 +24,18 @@ const LONG: Duration = Duration::from_secs(60);
 const PATIENCE: Duration = Duration::from_secs(10);
 
 async fn start(config: ServerConfig) -> (TestServer, SocketAddr) {
-    let (listener, addr) = metrics_listener();
-    let config = ServerConfig { metrics_listener: Some(listener), iv_precompute: 0, ..config };
-    (TestServer::start(config).await, addr)
+    let mut config = config;
+    config.observability.metrics_listen = Some(metrics_listen());
+    let server = TestServer::start(config).await;
+    let addr = server.metrics_addr();
+    (server, addr)
+}
+
+/// The default configuration with the metrics port's bounds changed by `change`.
+fn endpoint(change: impl FnOnce(&mut ObservabilityConfig)) -> ServerConfig {
+    let mut config = ServerConfig::default();
+    change(&mut config.observability);
+    config
 }
 
 /// A scrape on a new connection; fails rather than hangs if it is not answered.
@@ -75,12 +86,11 @@ async fn request(stream: &mut TcpStream, method: &str, path: &str) -> (String, S
 
 #[tokio::test]
 async fn a_new_scraper_is_served_while_idle_connections_hold_the_cap() {
-    let config = ServerConfig {
-        metrics_max_connections: 4,
-        metrics_header_read_timeout: LONG,
-        metrics_idle_timeout: LONG,
-        ..ServerConfig::default()
-    };
+    let config = endpoint(|o| {
+        o.metrics_max_connections = 4;
+        o.metrics_header_read_timeout = Seconds(LONG);
+        o.metrics_idle_timeout = Seconds(LONG);
+    });
     let (_server, metrics) = start(config).await;
     // Twice the cap in connections that never send a byte.
     let mut held = Vec::new();
@@ -101,11 +111,10 @@ async fn a_new_scraper_is_served_while_idle_connections_hold_the_cap() {
 
 #[tokio::test]
 async fn a_slowloris_is_closed_after_the_header_read_timeout() {
-    let config = ServerConfig {
-        metrics_header_read_timeout: Duration::from_secs(1),
-        metrics_idle_timeout: LONG,
-        ..ServerConfig::default()
-    };
+    let config = endpoint(|o| {
+        o.metrics_header_read_timeout = Seconds(Duration::from_secs(1));
+        o.metrics_idle_timeout = Seconds(LONG);
+    });
     let (_server, metrics) = start(config).await;
     let mut slow = TcpStream::connect(metrics).await.unwrap();
     slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
@@ -141,11 +150,10 @@ async fn a_slowloris_is_closed_after_the_header_read_timeout() {
 
 #[tokio::test]
 async fn the_header_read_timeout_does_not_close_an_idle_keep_alive_connection() {
-    let config = ServerConfig {
-        metrics_header_read_timeout: Duration::from_secs(1),
-        metrics_idle_timeout: LONG,
-        ..ServerConfig::default()
-    };
+    let config = endpoint(|o| {
+        o.metrics_header_read_timeout = Seconds(Duration::from_secs(1));
+        o.metrics_idle_timeout = Seconds(LONG);
+    });
     let (_server, metrics) = start(config).await;
     let mut stream = TcpStream::connect(metrics).await.unwrap();
     let (status, _) = request(&mut stream, "GET", "/metrics").await;
@@ -159,11 +167,10 @@ async fn the_header_read_timeout_does_not_close_an_idle_keep_alive_connection() 
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
-    let config = ServerConfig {
-        metrics_header_read_timeout: LONG,
-        metrics_idle_timeout: Duration::from_secs(1),
-        ..ServerConfig::default()
-    };
+    let config = endpoint(|o| {
+        o.metrics_header_read_timeout = Seconds(LONG);
+        o.metrics_idle_timeout = Seconds(Duration::from_secs(1));
+    });
     let (_server, metrics) = start(config).await;
     let mut stream = TcpStream::connect(metrics).await.unwrap();
     // Keep-alive is honoured: two requests on one connection.
@@ -201,7 +208,7 @@ async fn only_get_and_head_of_metrics_are_answered() {
 async fn the_grpc_port_serves_while_the_metrics_port_is_flooded() {
     const FLOOD: usize = 200;
     let (server, metrics) = start(ServerConfig::default()).await;
-    let cap = ServerConfig::default().metrics_max_connections;
+    let cap = ServerConfig::default().observability.metrics_max_connections;
     let mut flood = Vec::new();
     for _ in 0..FLOOD {
         flood.push(TcpStream::connect(metrics).await.unwrap());

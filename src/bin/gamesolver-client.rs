@@ -7,14 +7,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
-use gamesolver::client::{self, ClientError, InputSource, SolveConfig, TlsFiles};
+use gamesolver::client::{
+    self, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig, TlsFiles,
+};
+use gamesolver::seconds::Seconds;
+use gamesolver::server::{Server, ServerConfig};
 use tonic::codec::CompressionEncoding;
 
-/// Bulk client of gamesolver: solves problem files through the gRPC server.
+/// Bulk client of gamesolver: solves JSON-lines problem files through gamesolver servers
+///
+/// Without --server it starts a server in its own process. Answers come out in input
+/// order, one line per problem, with nothing lost; `solve --resume` continues an
+/// interrupted run. Also writes random problem files (`gen`), shell completions and
+/// manual pages.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(name = "gamesolver-client", version)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -26,6 +35,17 @@ enum Command {
     Solve(SolveArgs),
     /// Writes a deterministic random problem file.
     Gen(GenArgs),
+    /// Writes the completion script for SHELL to stdout.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Writes the manual page (roff) to stdout, or every page to --out-dir.
+    Man {
+        /// Write gamesolver-client.1 and one page a subcommand into this directory.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// Each flag's default is the library's, read here once.
@@ -158,7 +178,7 @@ fn output_closed(err: &anyhow::Error) -> bool {
     })
 }
 
-/// mimalloc instead of glibc malloc: a fifth less CPU on the bulk path (see `allocator`).
+/// mimalloc instead of glibc malloc: less CPU on the bulk path (`bench/client.sh`; see `allocator`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -174,6 +194,11 @@ fn main() -> ExitCode {
     let result = match Args::parse().command {
         Command::Solve(args) => solve(args),
         Command::Gen(args) => generate(args).map(|()| ExitCode::SUCCESS),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Args::command(), "gamesolver-client", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { out_dir } => man(out_dir).map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|err| {
         // As Unix filters do (ripgrep among them): a closed pipe is the reader's choice,
@@ -193,6 +218,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         input: InputSource::parse(&args.input),
         output: output_file(args.output),
         servers: args.servers,
+        embedded: Some(EmbeddedStarter::new(start_embedded_server)),
         resume: args.resume,
         winner_only: args.winner_only,
         tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
@@ -221,6 +247,28 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{summary}");
     }
     Ok(if summary.has_errors() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The server a run without `--server` starts in this process, on a loopback port.
+async fn start_embedded_server() -> Result<EmbeddedServer, client::BoxError> {
+    // The client closes its calls before it stops the server, so a short grace only
+    // matters for a call dropped mid-way.
+    let config =
+        ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
+    let server = Server::bind(config).await?;
+    let url = format!("http://{}", server.local_addr());
+    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
+}
+
+/// The manual pages, from the same definitions as `--help`.
+fn man(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    match out_dir {
+        Some(dir) => clap_mangen::generate_to(Args::command(), &dir)
+            .with_context(|| format!("cannot write the manual pages to {}", dir.display())),
+        None => clap_mangen::Man::new(Args::command())
+            .render(&mut std::io::stdout().lock())
+            .context("cannot write the manual page"),
+    }
 }
 
 fn generate(args: GenArgs) -> anyhow::Result<()> {

@@ -8,77 +8,12 @@
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
-use tonic::Code;
-
-pub(crate) use crate::client::problem_json::parse_problem;
-use crate::client::resume::Checkpoint;
+use crate::client::fingerprint::Checkpoint;
+use crate::client::problem_json::{line_error_solution, parse_problem, LineError};
 use crate::codec;
-use crate::convert::{self, ProblemError};
 use crate::pb;
-
-/// Why one input line is not a problem; it becomes that line's `error`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LineError {
-    /// Not JSON, or not a `Problem` in the protobuf JSON mapping.
-    #[error("line {line}: not a problem: {reason}")]
-    Json {
-        /// 1-based line number.
-        line: u64,
-        /// What the JSON parser said.
-        reason: String,
-    },
-    /// Longer than the largest message the client sends.
-    #[error("line {line}: {len} bytes is more than the limit of {limit} bytes")]
-    TooLong {
-        /// 1-based line number.
-        line: u64,
-        /// The line's length.
-        len: u64,
-        /// The limit (`--max-message-bytes`).
-        limit: usize,
-    },
-    /// Valid JSON, but no game set.
-    #[error("line {line}: {source}")]
-    Problem {
-        /// 1-based line number.
-        line: u64,
-        /// The same error the server would give.
-        source: ProblemError,
-    },
-}
-
-impl From<LineError> for pb::SolutionError {
-    fn from(err: LineError) -> Self {
-        let (reason, mut metadata) = match &err {
-            LineError::Problem { source, .. } => (source.reason(), source.metadata()),
-            LineError::Json { .. } => ("INVALID_JSON", BTreeMap::new()),
-            LineError::TooLong { len, limit, .. } => (
-                "LINE_TOO_LONG",
-                BTreeMap::from([
-                    ("length".to_owned(), len.to_string()),
-                    ("limit".to_owned(), limit.to_string()),
-                ]),
-            ),
-        };
-        let (LineError::Problem { line, .. }
-        | LineError::Json { line, .. }
-        | LineError::TooLong { line, .. }) = &err;
-        metadata.insert("line".to_owned(), line.to_string());
-        let field = match &err {
-            LineError::Problem { source, .. } => source.field(),
-            LineError::Json { .. } | LineError::TooLong { .. } => None,
-        };
-        convert::wire_error(Code::InvalidArgument, reason, field, metadata, err.to_string())
-    }
-}
-
-/// The solution that stands for a line which is not a problem.
-pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
-    pb::Solution { id, error: Some(Box::new(err.into())), ..Default::default() }
-}
 
 /// A batch on its way: the encoded `SolveBatchStreamRequest` and what is needed to put its answers
 /// back in place.

@@ -75,6 +75,14 @@ pub enum ConnectionError {
         /// What the TLS layer said.
         reason: String,
     },
+    /// A plaintext (`http://`) URL names a server that speaks TLS.
+    #[error("server {url} speaks TLS: use --server {https}")]
+    SpeaksTls {
+        /// The URL given, normalised.
+        url: String,
+        /// The same server with `https://`.
+        https: String,
+    },
     /// No answer came for the whole retry period.
     #[error("server {url} failed for {elapsed:.1?} without answering (last error: {last})")]
     Unreachable {
@@ -271,6 +279,48 @@ fn is_certificate_failure(err: &tonic::transport::Error) -> bool {
     false
 }
 
+/// The HTTP/2 client preface and an empty SETTINGS frame: what a plaintext connection
+/// sends first.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
+/// How long [`speaks_tls`] waits to connect, and then for the server's first bytes.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// True when the plaintext server at `url` answers the HTTP/2 preface with a TLS record
+/// (an alert, `0x15 0x03 ..`): it expects a TLS handshake. A plaintext HTTP/2 server
+/// answers with a SETTINGS frame, whose first length byte is never above `0x00` for the
+/// settings that exist, so the two cannot be confused. h2 only reports such an answer as
+/// "frame with invalid size", which looks like any broken peer and would be retried.
+async fn speaks_tls(server: &Server) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let uri = server.endpoint.uri();
+    let (Some(host), Some(port)) = (uri.host(), uri.port_u16()) else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        stream.write_all(H2_PREFACE).await.ok()?;
+        let mut head = [0u8; 2];
+        stream.read_exact(&mut head).await.ok()?;
+        Some(matches!(head, [0x14..=0x17, 0x03]))
+    };
+    matches!(tokio::time::timeout(PROBE_TIMEOUT, probe).await, Ok(Some(true)))
+}
+
+/// The error to give up with at once, when `failure` is one that no retry can fix.
+fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
+    match failure {
+        Failure::Status(status) if is_permanent(status.code()) => Some(ConnectionError::Rejected {
+            url: server.url.clone(),
+            code: status.code(),
+            message: status.message().to_owned(),
+        }),
+        Failure::Connect(err) if is_certificate_failure(err) => {
+            Some(ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
+        }
+        _ => None,
+    }
+}
+
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
 /// Reconnects with backoff after failures; gives up after `retry_for` without an answer.
 pub async fn run(
@@ -282,6 +332,9 @@ pub async fn run(
     let mut window = VecDeque::new();
     let mut failing_since: Option<Instant> = None;
     let mut backoff = FIRST_BACKOFF;
+    // Until the server has answered once, a failure on a plaintext URL may mean that the
+    // server speaks TLS: checked once, on the first failure.
+    let mut checked_for_tls = server.is_tls();
     loop {
         let mut answered = false;
         let attempt = attempt(&server, &queue, &writer, &config, &mut window, &mut answered).await;
@@ -295,26 +348,20 @@ pub async fn run(
             Err(Failure::WriterGone) => return Ok(()),
             Err(failure) => failure,
         };
-        if let Failure::Status(status) = &failure {
-            if is_permanent(status.code()) {
-                return Err(ConnectionError::Rejected {
-                    url: server.url.clone(),
-                    code: status.code(),
-                    message: status.message().to_owned(),
-                });
-            }
-        }
-        if let Failure::Connect(err) = &failure {
-            if is_certificate_failure(err) {
-                return Err(ConnectionError::Certificate {
-                    url: server.url.clone(),
-                    reason: failure.describe(),
-                });
-            }
+        if let Some(fatal) = fatal(&server, &failure) {
+            return Err(fatal);
         }
         if answered {
             failing_since = None;
             backoff = FIRST_BACKOFF;
+            checked_for_tls = true;
+        }
+        if !checked_for_tls {
+            checked_for_tls = true;
+            if speaks_tls(&server).await {
+                let https = format!("https://{}", server.url.trim_start_matches("http://"));
+                return Err(ConnectionError::SpeaksTls { url: server.url.clone(), https });
+            }
         }
         let since = *failing_since.get_or_insert_with(Instant::now);
         if since.elapsed() >= config.retry_for {
@@ -324,11 +371,11 @@ pub async fn run(
                 last: failure.describe(),
             });
         }
-        tracing::warn!(
-            server = %server.url,
-            "{}; {unanswered} unanswered batches handed back; retrying in {backoff:?}",
-            failure.describe()
-        );
+        let handed_back = match unanswered {
+            0 => String::new(),
+            n => format!("; {n} unanswered batches handed back"),
+        };
+        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe());
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = queue.finished() => return Ok(()),

@@ -170,7 +170,7 @@ pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::batch::parse_problem;
+    use crate::client::problem_json::parse_problem;
 
     #[test]
     fn flags_print_as_they_parse() {

@@ -1,8 +1,9 @@
 //! Reading problem files line by line, whatever their size or compression.
 //!
 //! Compression is recognised by its magic bytes rather than the file name, so that a
-//! compressed stdin works too. Lines longer than a limit are skipped without being held
-//! in memory: one absurd line must not break the constant-memory promise.
+//! compressed stdin works too. A line is held in memory up to a limit and skipped past
+//! it, so one absurd line costs at most the limit, never its own length. A binary file
+//! given by mistake is refused at once rather than reported line by line.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -12,6 +13,9 @@ use std::sync::Arc;
 
 /// Size of the read buffers, before and after decompression.
 const READ_BUFFER_BYTES: usize = 1 << 20;
+
+/// At most this much of the input's first read is checked for binary data.
+const SNIFF_BYTES: usize = 64 * 1024;
 
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
@@ -26,6 +30,16 @@ pub enum InputError {
         path: PathBuf,
         /// The underlying error.
         source: io::Error,
+    },
+    /// The input holds binary data: a NUL byte, which no JSON text contains.
+    #[error("{path}: not JSON lines (byte 0x00 at line {line}{hint})")]
+    Binary {
+        /// The path given (`-` for stdin).
+        path: PathBuf,
+        /// The line of the first NUL byte.
+        line: u64,
+        /// What the file may be instead, when its first bytes tell.
+        hint: &'static str,
     },
     /// Reading (or decompressing) failed part-way.
     #[error("cannot read input after line {line}")]
@@ -109,12 +123,40 @@ impl std::fmt::Debug for ProblemReader {
 
 impl ProblemReader {
     /// Opens `source`; lines longer than `max_line_bytes` will be reported as too long.
+    /// A source that holds binary data is refused.
     pub fn open(source: &InputSource, max_line_bytes: usize) -> Result<Self, InputError> {
-        match source {
-            InputSource::Stdin => Self::from_reader(Box::new(io::stdin()), None, max_line_bytes)
-                .map_err(|source| InputError::Open { path: "-".into(), source }),
-            InputSource::File(path) => Self::open_file(path, max_line_bytes),
-        }
+        let (mut reader, path) = match source {
+            InputSource::Stdin => {
+                let reader = Self::from_reader(Box::new(io::stdin()), None, max_line_bytes)
+                    .map_err(|source| InputError::Open { path: "-".into(), source })?;
+                (reader, Path::new("-"))
+            }
+            InputSource::File(path) => (Self::open_file(path, max_line_bytes)?, path.as_path()),
+        };
+        reader.refuse_binary(path)?;
+        Ok(reader)
+    }
+
+    /// Fails when the first block of (decompressed) input holds a NUL byte: JSON text
+    /// never does, even inside strings, and binary data (an executable, an image, an
+    /// archive this reader does not unpack, UTF-16 text) nearly always does within its
+    /// first kilobytes. git and grep tell binary files by the same test. Without it, such
+    /// a file would give hundreds of error lines, each true and none useful.
+    fn refuse_binary(&mut self, path: &Path) -> Result<(), InputError> {
+        let block = loop {
+            match self.inner.fill_buf() {
+                Ok(block) => break block,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(InputError::Read { line: 0, source }),
+            }
+        };
+        let Some(at) = memchr::memchr(0, block) else { return Ok(()) };
+        let line = 1 + memchr::memchr_iter(b'\n', &block[..at]).count() as u64;
+        let hint = match block {
+            [0xff, 0xfe, ..] | [0xfe, 0xff, ..] => ": UTF-16 text; convert it to UTF-8",
+            _ => "",
+        };
+        Err(InputError::Binary { path: path.to_owned(), line, hint })
     }
 
     fn open_file(path: &Path, max_line_bytes: usize) -> Result<Self, InputError> {
@@ -132,9 +174,12 @@ impl ProblemReader {
     ) -> io::Result<Self> {
         let raw_bytes = Arc::new(AtomicU64::new(0));
         let mut counted = CountingReader { inner: source, count: Arc::clone(&raw_bytes) };
-        let mut head = [0u8; 4];
-        let head_len = read_up_to(&mut counted, &mut head)?;
-        let head = &head[..head_len];
+        // The first read is kept whole (up to a block) rather than cut at the magic bytes,
+        // so that the check for binary data sees a block of plain input.
+        let mut head = vec![0u8; SNIFF_BYTES];
+        let head_len = read_at_least(&mut counted, &mut head, ZSTD_MAGIC.len())?;
+        head.truncate(head_len);
+        let head = head.as_slice();
         let raw = BufReader::with_capacity(READ_BUFFER_BYTES, io::Cursor::new(head.to_vec()).chain(counted));
         let inner: Box<dyn BufRead + Send> = if head.starts_with(GZIP_MAGIC) {
             // Multi-member, so that concatenated (pigz, bgzip) files read whole.
@@ -189,6 +234,7 @@ impl ProblemReader {
                 buf.shrink_to(READ_BUFFER_BYTES);
             }
             if !too_long {
+                reserve_within(buf, take, self.max_line_bytes);
                 buf.extend_from_slice(&chunk[..take]);
             }
             self.inner.consume(take + usize::from(found));
@@ -216,10 +262,28 @@ pub fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
 }
 
-/// Reads until `buf` is full or the source ends; returns the bytes read.
-fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+/// Makes room in `buf` for `extra` more bytes; `buf.len() + extra` is within `limit`.
+/// Up to the read buffer's size a line grows as `Vec` does. Past it, the room is taken up
+/// to the limit in one step: the kernel backs memory only as it is written, so a line
+/// then costs its own length (at most the limit) instead of the next power of two, and
+/// never an old and a new copy side by side, as growing by doubling does.
+fn reserve_within(buf: &mut Vec<u8>, extra: usize, limit: usize) {
+    let needed = buf.len() + extra;
+    if needed <= buf.capacity() {
+        return;
+    }
+    let target = match needed > READ_BUFFER_BYTES {
+        true => limit,
+        false => (buf.capacity() * 2).clamp(needed, READ_BUFFER_BYTES.min(limit).max(needed)),
+    };
+    buf.reserve_exact(target - buf.len());
+}
+
+/// Reads into `buf` until it holds at least `min` bytes or the source ends, without
+/// waiting for more than that (stdin may be a person typing); returns the bytes read.
+fn read_at_least(reader: &mut impl Read, buf: &mut [u8], min: usize) -> io::Result<usize> {
     let mut filled = 0;
-    while filled < buf.len() {
+    while filled < min {
         match reader.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
@@ -260,6 +324,51 @@ mod tests {
         let got = lines(reader(b"ok\n0123456789\nok2\n".to_vec(), 5));
         assert_eq!(got[1], (Line::TooLong { number: 2, len: 10 }, String::new()));
         assert_eq!(got[2], (Line::Text { number: 3 }, "ok2".to_owned()));
+    }
+
+    /// Gives at most 100 bytes a read, as a pipe may.
+    struct Trickle(Cursor<Vec<u8>>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(100);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    #[test]
+    fn a_line_never_takes_more_room_than_the_limit() {
+        let limit = 5_000;
+        let mut text = vec![b'x'; 4_900];
+        text.push(b'\n');
+        text.extend(vec![b'y'; 20_000]);
+        text.push(b'\n');
+        let source = Box::new(Trickle(Cursor::new(text)));
+        let mut reader = ProblemReader::from_reader(source, None, limit).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(reader.next_line(&mut buf).unwrap(), Some(Line::Text { number: 1 }));
+        assert_eq!(buf.len(), 4_900);
+        assert!(buf.capacity() <= limit, "{}", buf.capacity());
+        assert_eq!(reader.next_line(&mut buf).unwrap(), Some(Line::TooLong { number: 2, len: 20_000 }));
+        assert!(buf.capacity() <= limit, "{}", buf.capacity());
+    }
+
+    #[test]
+    fn binary_data_is_refused_with_where_it_starts() {
+        let refused = |bytes: &[u8]| {
+            let mut reader = reader(bytes.to_vec(), 100);
+            reader.refuse_binary(Path::new("in")).map_err(|err| err.to_string())
+        };
+        assert_eq!(refused(b"{}\n{}\n"), Ok(()));
+        assert_eq!(
+            refused(b"\x7fELF\x02\x01\x01\0\0"),
+            Err("in: not JSON lines (byte 0x00 at line 1)".into())
+        );
+        assert_eq!(refused(b"{}\n{}\n\0"), Err("in: not JSON lines (byte 0x00 at line 3)".into()));
+        assert_eq!(
+            refused(b"\xff\xfe{\0}\0"),
+            Err("in: not JSON lines (byte 0x00 at line 1: UTF-16 text; convert it to UTF-8)".into())
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! taken when a batch is read and given back when it is written, bounds everything in
 //! between, which is what keeps memory flat on inputs of any size.
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::future::Future;
 use std::io::{self, BufWriter, Write};
@@ -15,20 +16,20 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use prost::bytes::Bytes;
-use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
 
-use crate::client::batch::{Batch, BatchBuilder, InputMark, LineError};
+use crate::client::batch::{Batch, BatchBuilder, InputMark};
 use crate::client::budget::Budget;
 use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server, TlsFiles};
+use crate::client::embedded::{BoxError, EmbeddedStarter, Running};
+use crate::client::fingerprint::{Checkpoint, Fingerprint};
 use crate::client::input::{is_blank, InputError, InputSource, Line, ProblemReader};
 use crate::client::output::{Answered, OutputError, SolutionWriter, ToWriter};
+use crate::client::problem_json::LineError;
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
-use crate::client::resume::{self, Checkpoint, Fingerprint, OutputOptions, ResumeError, Resumed, Sidecar};
-use crate::server::{self, ServeError, ServerConfig};
+use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
@@ -42,8 +43,11 @@ pub struct SolveConfig {
     pub input: InputSource,
     /// Where solutions go; `None` is stdout.
     pub output: Option<PathBuf>,
-    /// Servers to spread the load over; empty starts an embedded server.
+    /// Servers to spread the load over; empty starts the embedded server.
     pub servers: Vec<String>,
+    /// Starts a server in this process when `servers` is empty; `None` makes an empty
+    /// `servers` an error.
+    pub embedded: Option<EmbeddedStarter>,
     /// Continue from the complete lines already in `output`, once they are proven to
     /// answer this input.
     pub resume: bool,
@@ -72,27 +76,25 @@ pub struct SolveConfig {
 }
 
 impl Default for SolveConfig {
-    /// Stdin to stdout through an embedded server.
+    /// Stdin to stdout; the caller supplies the servers or the embedded server.
     fn default() -> Self {
         let nonzero = |n: usize| NonZeroUsize::new(n).expect("a positive default");
         SolveConfig {
             input: InputSource::Stdin,
             output: None,
             servers: Vec::new(),
+            embedded: None,
             resume: false,
             winner_only: false,
             tls: TlsFiles::default(),
             retry_for: Duration::from_secs(60),
-            // 1,024 problems / 64 KiB a batch (a batch's decoded problems and answers
-            // stay in the L2 cache), 16 in flight (1 MiB a connection): on issue 11's
-            // real-world shape 0.38 s against 0.43 s with 4,096 / 256 KiB / 8, embedded,
-            // and 0.41 s against 0.47 s with a separate server on loopback (README).
+            // A batch's decoded problems and answers stay in the L2 cache; 16 batches in
+            // flight are 1 MiB a connection. Chosen with bench/client.sh (docs/performance.md).
             batch_problems: nonzero(1024),
             batch_bytes: nonzero(64 * 1024),
             // Two calls: a server solves a call's small batches on the one task that
             // reads the call, so one call keeps one of its cores busy; with two the last
-            // batches drain on two (bench/client.sh's real-world shape, embedded, to
-            // /dev/null: 305 ms against 316 ms, 15 interleaved runs; README).
+            // batches drain on two (bench/client.sh decides; docs/performance.md).
             connections: nonzero(2),
             window: nonzero(16),
             in_flight_bytes: nonzero(16 << 20),
@@ -144,7 +146,10 @@ pub enum ClientError {
     Connection(#[from] ConnectionError),
     /// The embedded server could not start or failed.
     #[error("embedded server: {0}")]
-    EmbeddedServer(String),
+    EmbeddedServer(BoxError),
+    /// No server address was given, and the caller supplied no embedded server.
+    #[error("no server to send the problems to (give --server URL)")]
+    NoServer,
     /// The output file is the input file: writing would destroy the input.
     #[error("the output {0} is the input file")]
     OutputIsInput(PathBuf),
@@ -193,8 +198,10 @@ struct Run {
     writer: JoinHandle<Result<(u64, u64), ClientError>>,
     /// Kept to stop the writer: it must not end merely because the other senders are gone.
     to_writer: mpsc::Sender<ToWriter>,
-    connections: JoinSet<(String, Result<(), ConnectionError>)>,
-    embedded: Option<EmbeddedServer>,
+    connections: Connections,
+    /// Of `connections`, by server.
+    servers: OpenConnections,
+    embedded: Option<Running>,
 }
 
 /// Why [`Run::run`] returned.
@@ -222,11 +229,17 @@ impl Run {
         if config.tls.any() && !servers.iter().any(Server::is_tls) {
             return Err(ClientError::TlsWithoutHttps);
         }
+        if servers.is_empty() && config.embedded.is_none() {
+            return Err(ClientError::NoServer);
+        }
 
         let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
         let (out, sidecar, resumed) = open_output(&config, &mut reader)?;
 
-        let embedded = if servers.is_empty() { Some(EmbeddedServer::start().await?) } else { None };
+        let embedded = match (&config.embedded, servers.is_empty()) {
+            (Some(starter), true) => Some(starter.start().await.map_err(ClientError::EmbeddedServer)?),
+            _ => None,
+        };
         let servers = match &embedded {
             Some(embedded) => vec![Server::parse(&embedded.url, &tls)?],
             None => servers,
@@ -250,24 +263,7 @@ impl Run {
                 write_answers(out, sidecar, &inbox, &budget, &queue, progress)
             })
         };
-        let connection_config = ConnectionConfig {
-            window: config.window.get(),
-            retry_for: config.retry_for,
-            max_message_bytes: config.max_message_bytes,
-            compression: config.compression,
-        };
-        let mut connections = JoinSet::new();
-        for server in servers.iter().flat_map(|server| std::iter::repeat_n(server, config.connections.get()))
-        {
-            let url = server.url().to_owned();
-            let run = connection::run(
-                server.clone(),
-                Arc::clone(&queue),
-                to_writer.clone(),
-                connection_config.clone(),
-            );
-            connections.spawn(async move { (url, run.await) });
-        }
+        let (connections, open) = connect(&servers, &config, &queue, &to_writer);
         Ok(Run {
             started,
             resumed: resumed.point.lines,
@@ -278,13 +274,15 @@ impl Run {
             writer,
             to_writer,
             connections,
+            servers: open,
             embedded,
         })
     }
 
     /// Waits for the first of: the writer finishing (the normal end), the embedded server
     /// failing, `interrupt`, or the last server being given up on. A server given up on
-    /// while others remain only logs: its batches went back to the queue.
+    /// while others remain is logged once: its batches went back to the queue. When none
+    /// remains, its error is the run's, and is not logged (the caller reports it once).
     async fn run(&mut self, interrupt: impl Future<Output = ()>) -> Ended {
         tokio::pin!(interrupt);
         let mut failure = None;
@@ -296,7 +294,9 @@ impl Run {
                 }
                 () = &mut interrupt => return Ended::Stopped(ClientError::Interrupted),
                 Some(ended) = self.connections.join_next(), if !self.connections.is_empty() => {
-                    record_failure(ended, &mut failure);
+                    if let Some(why) = self.servers.ended(ended) {
+                        failure = Some(why);
+                    }
                     if self.connections.is_empty() && !self.queue.is_finished() {
                         let why = failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into()));
                         return Ended::Stopped(why);
@@ -315,10 +315,12 @@ impl Run {
         self.queue.finish();
         // 2. The connections hand what is in flight to the writer, within DRAIN_GRACE;
         //    whatever is still open then is dropped.
-        let mut failure = None;
         let drained = tokio::time::timeout(DRAIN_GRACE, async {
             while let Some(ended) = self.connections.join_next().await {
-                record_failure(ended, &mut failure);
+                // The run's outcome is decided: a late failure is only worth a debug line.
+                if let Some(why) = self.servers.ended(ended) {
+                    tracing::debug!("while stopping: {why}");
+                }
             }
         })
         .await;
@@ -355,26 +357,72 @@ impl Run {
     }
 }
 
+type Connections = JoinSet<(String, Result<(), ConnectionError>)>;
+
+/// Starts `config.connections` connection tasks per server, each with its URL.
+fn connect(
+    servers: &[Server],
+    config: &SolveConfig,
+    queue: &Arc<WorkQueue>,
+    to_writer: &mpsc::Sender<ToWriter>,
+) -> (Connections, OpenConnections) {
+    let connection_config = ConnectionConfig {
+        window: config.window.get(),
+        retry_for: config.retry_for,
+        max_message_bytes: config.max_message_bytes,
+        compression: config.compression,
+    };
+    let mut connections = JoinSet::new();
+    let mut open = OpenConnections::default();
+    for server in servers.iter().flat_map(|server| std::iter::repeat_n(server, config.connections.get())) {
+        let url = server.url().to_owned();
+        open.opened(&url);
+        let run =
+            connection::run(server.clone(), Arc::clone(queue), to_writer.clone(), connection_config.clone());
+        connections.spawn(async move { (url, run.await) });
+    }
+    (connections, open)
+}
+
 /// Resolves with why the embedded server stopped by itself; never without one.
-async fn embedded_failure(embedded: &mut Option<EmbeddedServer>) -> String {
+async fn embedded_failure(embedded: &mut Option<Running>) -> BoxError {
     match embedded {
         Some(embedded) => embedded.failure().await,
         None => std::future::pending().await,
     }
 }
 
-/// Notes why a connection task ended, if it failed.
-fn record_failure(
-    ended: Result<(String, Result<(), ConnectionError>), tokio::task::JoinError>,
-    failure: &mut Option<ClientError>,
-) {
-    match ended {
-        Ok((_, Ok(()))) => {}
-        Ok((url, Err(err))) => {
-            tracing::warn!(server = %url, "giving up on server: {err}");
-            *failure = Some(ClientError::Connection(err));
+/// The connections still open to each server, to tell a server given up on while others
+/// go on (worth a warning) from the last one (whose error ends the run).
+#[derive(Debug, Default)]
+struct OpenConnections(HashMap<String, usize>);
+
+impl OpenConnections {
+    fn opened(&mut self, url: &str) {
+        *self.0.entry(url.to_owned()).or_default() += 1;
+    }
+
+    /// Notes that a connection task ended; returns its failure, if it failed. The last
+    /// connection of a server to fail while another server is still open logs a warning.
+    fn ended(
+        &mut self,
+        ended: Result<(String, Result<(), ConnectionError>), tokio::task::JoinError>,
+    ) -> Option<ClientError> {
+        let (url, result) = match ended {
+            Ok(ended) => ended,
+            Err(panicked) => return Some(ClientError::Aborted(format!("connection task: {panicked}"))),
+        };
+        if let Some(open) = self.0.get_mut(&url) {
+            *open -= 1;
+            if *open == 0 {
+                self.0.remove(&url);
+            }
         }
-        Err(panicked) => *failure = Some(ClientError::Aborted(format!("connection task: {panicked}"))),
+        let err = result.err()?;
+        if !self.0.is_empty() && !self.0.contains_key(&url) {
+            tracing::warn!(server = %url, "giving up on server, the others go on: {err}");
+        }
+        Some(ClientError::Connection(err))
     }
 }
 
@@ -580,54 +628,4 @@ fn checkpoint<W: Write>(
 ) -> Result<(), ClientError> {
     writer.flush().map_err(ClientError::writing)?;
     Ok(sidecar.save(at)?)
-}
-
-/// A server in this process, on a loopback port, for runs without `--server`.
-struct EmbeddedServer {
-    url: String,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-    /// Resolves when `serve` returns, with its result: before `stop`, that is a failure.
-    ended: oneshot::Receiver<Result<(), ServeError>>,
-}
-
-impl EmbeddedServer {
-    async fn start() -> Result<Self, ClientError> {
-        let stop = CancellationToken::new();
-        // The client's connections are closed before the server is stopped, so a short
-        // grace only matters if one was dropped mid-call.
-        let config = ServerConfig {
-            shutdown_grace: crate::seconds::Seconds(Duration::from_secs(1)),
-            ..ServerConfig::ephemeral()
-        };
-        let server =
-            server::Server::bind(config).await.map_err(|err| ClientError::EmbeddedServer(err.to_string()))?;
-        let addr = server.local_addr();
-        let (report, ended) = oneshot::channel();
-        let serve = server.run(stop.clone().cancelled_owned());
-        let task = tokio::spawn(async move {
-            let _ = report.send(serve.await);
-        });
-        Ok(EmbeddedServer { url: format!("http://{addr}"), stop, task, ended })
-    }
-
-    /// Waits until the server stops by itself, and says why.
-    async fn failure(&mut self) -> String {
-        match (&mut self.ended).await {
-            Ok(Err(err)) => err.to_string(),
-            Ok(Ok(())) => "stopped by itself".to_owned(),
-            Err(_) => "its task ended".to_owned(),
-        }
-    }
-
-    /// Stops the server and waits for it; its own shutdown grace bounds the wait.
-    async fn stop(mut self) {
-        self.stop.cancel();
-        if let Err(err) = (&mut self.task).await {
-            tracing::warn!("embedded server task: {err}");
-        }
-        if let Ok(Err(err)) = self.ended.try_recv() {
-            tracing::warn!("embedded server: {err}");
-        }
-    }
 }

@@ -4,9 +4,73 @@
 //! read a second time, with serde_path_to_error, so that its message names the field to
 //! blame (`stoneGameIv.n: -5 is not a uint64`) without good lines paying for the path.
 
-use crate::client::batch::LineError;
-use crate::convert::ProblemError;
+use std::collections::BTreeMap;
+
+use tonic::Code;
+
+use crate::convert::{self, ProblemError};
 use crate::pb;
+
+/// Why one input line is not a problem; it becomes that line's `error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// Not JSON, or not a `Problem` in the protobuf JSON mapping.
+    #[error("line {line}: not a problem: {reason}")]
+    Json {
+        /// 1-based line number.
+        line: u64,
+        /// What the JSON parser said.
+        reason: String,
+    },
+    /// Longer than the largest message the client sends.
+    #[error("line {line}: {len} bytes is more than the limit of {limit} bytes")]
+    TooLong {
+        /// 1-based line number.
+        line: u64,
+        /// The line's length.
+        len: u64,
+        /// The limit (`--max-message-bytes`).
+        limit: usize,
+    },
+    /// Valid JSON, but no game set.
+    #[error("line {line}: {source}")]
+    Problem {
+        /// 1-based line number.
+        line: u64,
+        /// The same error the server would give.
+        source: ProblemError,
+    },
+}
+
+impl From<LineError> for pb::SolutionError {
+    fn from(err: LineError) -> Self {
+        let (reason, mut metadata) = match &err {
+            LineError::Problem { source, .. } => (source.reason(), source.metadata()),
+            LineError::Json { .. } => ("INVALID_JSON", BTreeMap::new()),
+            LineError::TooLong { len, limit, .. } => (
+                "LINE_TOO_LONG",
+                BTreeMap::from([
+                    ("length".to_owned(), len.to_string()),
+                    ("limit".to_owned(), limit.to_string()),
+                ]),
+            ),
+        };
+        let (LineError::Problem { line, .. }
+        | LineError::Json { line, .. }
+        | LineError::TooLong { line, .. }) = &err;
+        metadata.insert("line".to_owned(), line.to_string());
+        let field = match &err {
+            LineError::Problem { source, .. } => source.field(),
+            LineError::Json { .. } | LineError::TooLong { .. } => None,
+        };
+        convert::wire_error(Code::InvalidArgument, reason, field, metadata, err.to_string())
+    }
+}
+
+/// The solution that stands for a line which is not a problem.
+pub fn line_error_solution(id: String, err: LineError) -> pb::Solution {
+    pb::Solution { id, error: Some(Box::new(err.into())), ..Default::default() }
+}
 
 /// Parses one input line into a problem, giving it its line number as id when it has none.
 pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, LineError)> {
@@ -23,7 +87,7 @@ pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, L
             Ok(problem)
         }
         Err(err) => {
-            let reason = json_reason(line).unwrap_or_else(|| column_reason(&err));
+            let reason = json_reason(line).unwrap_or_else(|| describe(&err, line));
             Err((id_of_bad_line(line, number), LineError::Json { line: number, reason }))
         }
     }
@@ -32,19 +96,29 @@ pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, L
 /// Why `line` is not a problem, with the path of the field to blame in front when the
 /// fault is inside one; `None` if it parses after all.
 fn json_reason(line: &[u8]) -> Option<String> {
+    if let Some(reason) = not_an_object(line) {
+        return Some(reason);
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(line);
     let err = match serde_path_to_error::deserialize::<_, pb::Problem>(&mut deserializer) {
         // The problem parses: only what follows it can be wrong.
-        Ok(_) => return deserializer.end().err().map(|err| column_reason(&err)),
+        Ok(_) => return deserializer.end().err().map(|err| describe(&err, line)),
         Err(err) => err,
     };
+    let reason = describe(err.inner(), line);
+    if err.inner().is_eof() {
+        // Where a cut-off line stops says nothing about what was cut.
+        return Some(reason);
+    }
     let path = err.path().to_string();
-    let reason = column_reason(err.inner());
     // The path of an unknown field ends in that field, which the message names already.
     let path = match reason.starts_with("unknown field") {
         true => path.rsplit_once('.').map_or(".", |(parent, _)| parent),
         false => &path,
     };
+    // `?` stands for a place the parser had not named yet (a key being read): the path
+    // up to it is what helps.
+    let path = path.split_once(".?").map_or(path, |(known, _)| known);
     // The root's path is ".".
     Some(match path {
         "." | "" => reason,
@@ -52,15 +126,48 @@ fn json_reason(line: &[u8]) -> Option<String> {
     })
 }
 
-/// serde_json's message, with its position given as a column: each line is its own
-/// document, so its "line 1" would only contradict the real line number.
-fn column_reason(err: &serde_json::Error) -> String {
+/// What to say of a line that does not even start as a JSON object: serde's words
+/// (`expected ident`, `expected value`) speak of its own parser, not of the line.
+fn not_an_object(line: &[u8]) -> Option<String> {
+    let text = line.trim_ascii_start();
+    if text.first() == Some(&b'{') {
+        return None;
+    }
+    let all = String::from_utf8_lossy(text);
+    let shown: String = all.chars().take(20).collect();
+    let cut = if shown.len() < all.len() { "..." } else { "" };
+    Some(format!("expected a JSON object such as {{\"stoneGameIv\":{{\"n\":5}}}}, found {shown:?}{cut}"))
+}
+
+/// serde_json's message for a line, in the line's own terms: a cut-off line is called
+/// so, a number is quoted as the line wrote it, and the position is a column (each line
+/// is its own document, so serde's "line 1" would only contradict the real line number).
+fn describe(err: &serde_json::Error, line: &[u8]) -> String {
+    if err.is_eof() {
+        return "unexpected end of the line (truncated JSON?)".to_owned();
+    }
     let text = err.to_string();
     let position = format!(" at line {} column {}", err.line(), err.column());
     match text.strip_suffix(&position) {
-        Some(reason) if err.line() == 1 => format!("{reason} at column {}", err.column()),
+        Some(reason) if err.line() == 1 => {
+            let reason = quoted_as_written(reason, line, err.column()).unwrap_or_else(|| reason.to_owned());
+            format!("{reason} at column {}", err.column())
+        }
         _ => text,
     }
+}
+
+/// `reason` with the number it starts with as `line` wrote it, when the number ends at
+/// 1-based `column`. serde hands over a number beyond 64 bits only as an `f64`, whose
+/// digits are not the input's (`18446744073709551616` would read `18446744073709552000`).
+fn quoted_as_written(reason: &str, line: &[u8], column: usize) -> Option<String> {
+    let (value, rest) = reason.split_once(' ')?;
+    value.parse::<f64>().ok()?;
+    let end = column.min(line.len());
+    let start =
+        line[..end].iter().rposition(|b| !(b.is_ascii_digit() || b"+-.eE".contains(b))).map_or(0, |i| i + 1);
+    let written = std::str::from_utf8(&line[start..end]).ok().filter(|w| !w.is_empty())?;
+    Some(format!("{written} {rest}"))
 }
 
 /// A UTF-8 byte order mark is only meaningful at the start of the file.
@@ -138,6 +245,45 @@ mod tests {
     }
 
     #[test]
+    fn a_number_is_quoted_as_the_line_wrote_it() {
+        assert_eq!(
+            reason(r#"{"stoneGameIv":{"n":18446744073709551616}}"#),
+            "stoneGameIv.n: 18446744073709551616 is not a uint64 at column 40"
+        );
+        assert_eq!(
+            reason(r#"{"stoneGameIx":{"stones":[1,-1e30]}}"#),
+            "stoneGameIx.stones[1]: -1e30 is not a uint64 at column 33"
+        );
+        assert_eq!(
+            reason(r#"{"stoneGameIv":{"n":1e20}}"#),
+            "stoneGameIv.n: 1e20 is not a uint64 at column 24"
+        );
+        assert_eq!(
+            reason(r#"{"stoneGameIv":{"n":1e19}}"#),
+            "stoneGameIv.n: 1e19 is too large to be read exactly with a fraction or an exponent: \
+             write its digits at column 24"
+        );
+    }
+
+    #[test]
+    fn a_cut_off_line_and_a_bare_word_are_named_for_what_they_are() {
+        for cut in [r#"{"sumGame":{"num":"12"#, r#"{"sumGame":{"#, r#"{"stoneGameIx":{"stones":[1,2"#, "{"] {
+            assert_eq!(reason(cut), "unexpected end of the line (truncated JSON?)", "{cut}");
+        }
+        let (_, err) = parse_problem(br#"{"sumGame":{"num":"12"#, 3).unwrap_err();
+        assert_eq!(err.to_string(), "line 3: not a problem: unexpected end of the line (truncated JSON?)");
+        assert_eq!(
+            reason("hello"),
+            r#"expected a JSON object such as {"stoneGameIv":{"n":5}}, found "hello""#
+        );
+        assert_eq!(
+            reason("[1, 2, 3, 4, 5, 6, 7, 8, 9]"),
+            r#"expected a JSON object such as {"stoneGameIv":{"n":5}}, found "[1, 2, 3, 4, 5, 6, 7"..."#
+        );
+        assert_eq!(reason(r#"{"sumGame":{3}}"#), "sumGame: key must be a string at column 13");
+    }
+
+    #[test]
     fn two_games_on_one_line_are_more_than_one_game() {
         assert_eq!(
             reason(r#"{"sumGame":{"num":"11"},"stoneGameIv":{"n":1}}"#),
@@ -156,7 +302,10 @@ mod tests {
         assert!(matches!(err, LineError::Json { line: 3, .. }));
         let (id, err) = parse_problem(b"not json", 4).unwrap_err();
         assert_eq!(id, "4");
-        assert_eq!(err.to_string(), "line 4: not a problem: expected ident at column 2");
+        assert_eq!(
+            err.to_string(),
+            r#"line 4: not a problem: expected a JSON object such as {"stoneGameIv":{"n":5}}, found "not json""#
+        );
         let (id, err) = parse_problem(br#"{"id":"g"}"#, 5).unwrap_err();
         assert_eq!(id, "g");
         let wire = pb::SolutionError::from(err);

@@ -1,19 +1,12 @@
 //! Picking up an interrupted run from its partial output, once it is proven to be this
 //! input's.
 //!
-//! Output is written strictly in input order, so its complete lines answer exactly the same
-//! number of leading (non-blank) input lines. A killed run may leave half a line at the
-//! end; that half is cut off and its input line solved again.
-//!
-//! The proof lives in a sidecar, `OUTPUT.resume`, rather than in a header: a header would
-//! make the output something other than one `Solution` per line. The sidecar holds the
-//! options that shape the output and a checkpoint: how many lines were answered and a
-//! fingerprint (xxh3) of those input lines, with their line numbers, since an id-less line's
-//! id is its number. The writer saves a checkpoint only after flushing the lines it
-//! covers, so the output always holds at least the lines the checkpoint counts. Resuming
-//! re-reads the kept input lines (there is no other way to get past them, on stdin or in a
-//! compressed file), so hashing them costs nearly nothing; the lines written after the last
-//! checkpoint (about a second's worth) are checked through the id of the last one.
+//! Output is written strictly in input order, so its complete lines answer exactly as
+//! many leading non-blank input lines; a half line left by a kill is cut off and solved
+//! again. The proof is a sidecar, `OUTPUT.resume`, rather than a header, so that the output
+//! stays one `Solution` a line: it holds the options that shape the output and the last
+//! checkpoint (see `fingerprint`), saved only after the lines it counts are flushed. The
+//! lines written after it are checked through the id of the last one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -21,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use xxhash_rust::xxh3::Xxh3;
 
-use crate::client::batch::parse_problem;
+use crate::client::fingerprint::{Checkpoint, Fingerprint};
 use crate::client::input::{is_blank, InputError, Line, ProblemReader};
+use crate::client::problem_json::parse_problem;
 use crate::pb;
 
 /// Marks an error line as the writer formats it; cannot occur inside a JSON string,
@@ -157,67 +150,6 @@ pub struct OutputOptions {
     pub max_message_bytes: usize,
 }
 
-/// How many input lines the output answers, and their fingerprint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Checkpoint {
-    /// Output lines: the non-blank input lines answered.
-    pub lines: u64,
-    /// The input line number of the last of them (blank lines count).
-    pub input_line: u64,
-    /// xxh3-64 of those lines; see [`Fingerprint`].
-    pub hash: u64,
-}
-
-/// The running fingerprint of the non-blank input lines read so far.
-#[derive(Clone)]
-pub struct Fingerprint {
-    hasher: Xxh3,
-    lines: u64,
-    input_line: u64,
-}
-
-impl std::fmt::Debug for Fingerprint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fingerprint")
-            .field("lines", &self.lines)
-            .field("input_line", &self.input_line)
-            .finish()
-    }
-}
-
-impl Default for Fingerprint {
-    fn default() -> Self {
-        Fingerprint { hasher: Xxh3::new(), lines: 0, input_line: 0 }
-    }
-}
-
-impl Fingerprint {
-    /// Adds one non-blank line; `text` holds its bytes unless it was too long to keep.
-    pub fn add(&mut self, line: Line, text: &[u8]) {
-        // Number, kind and length frame each line, so that no two inputs feed the same bytes.
-        let (number, kind, len) = match line {
-            Line::Text { number } => (number, 0u8, text.len() as u64),
-            Line::TooLong { number, len } => (number, 1u8, len),
-        };
-        let mut frame = [0u8; 17];
-        frame[..8].copy_from_slice(&number.to_le_bytes());
-        frame[8] = kind;
-        frame[9..].copy_from_slice(&len.to_le_bytes());
-        self.hasher.update(&frame);
-        if kind == 0 {
-            self.hasher.update(text);
-        }
-        self.lines += 1;
-        self.input_line = number;
-    }
-
-    /// Where the input stands now.
-    pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { lines: self.lines, input_line: self.input_line, hash: self.hasher.digest() }
-    }
-}
-
 /// The file that proves what an output answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -318,61 +250,23 @@ pub fn resume(
     if len == 0 {
         return Ok(Resumed::default());
     }
-    let sidecar = sidecar_path(output);
-    let text = match std::fs::read(&sidecar) {
-        Ok(text) => text,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar });
-        }
-        Err(err) => return Err(io_error("read", &sidecar)(err)),
-    };
-    let saved: SidecarFile = serde_json::from_slice(&text)
-        .map_err(|err| ResumeError::BadSidecar { sidecar: sidecar.clone(), reason: err.to_string() })?;
-    if saved.format != FORMAT {
-        return Err(ResumeError::BadSidecar { sidecar, reason: format!("format {:?}", saved.format) });
-    }
+    let saved = read_sidecar(output)?;
     compare_options(output, saved.options, options)?;
 
     let mut file =
         OpenOptions::new().read(true).write(true).open(output).map_err(io_error("open", output))?;
     let scan = scan_output(&mut file).map_err(io_error("read", output))?;
-    let checkpoint = saved.checkpoint;
-    if scan.point.lines < checkpoint.lines {
+    if scan.point.lines < saved.checkpoint.lines {
         return Err(ResumeError::Cut {
             output: output.to_owned(),
             lines: scan.point.lines,
-            checkpoint: checkpoint.lines,
+            checkpoint: saved.checkpoint.lines,
         });
     }
-
-    let mut fingerprint = Fingerprint::default();
-    let mut text = Vec::new();
-    let mut last = None;
-    let mut checked = false;
-    loop {
-        if !checked && fingerprint.lines == checkpoint.lines {
-            check_fingerprint(output, &saved, &fingerprint)?;
-            checked = true;
-        }
-        if fingerprint.lines == scan.point.lines {
-            break;
-        }
-        let Some(line) = reader.next_line(&mut text)? else {
-            return Err(ResumeError::InputShorter {
-                output: output.to_owned(),
-                output_lines: scan.point.lines,
-                input_lines: fingerprint.lines,
-            });
-        };
-        if matches!(line, Line::Text { .. }) && is_blank(&text) {
-            continue;
-        }
-        fingerprint.add(line, &text);
-        last = Some(line);
-    }
-    if let (Some(line), Some(range)) = (last, scan.last_line) {
+    let skipped = skip_answered(output, &saved, scan.point.lines, reader)?;
+    if let (Some(line), Some(range)) = (skipped.last, scan.last_line.clone()) {
         let input_id = match line {
-            Line::Text { number } => parse_problem(&text, number).map_or_else(|(id, _)| id, |p| p.id),
+            Line::Text { number } => parse_problem(&skipped.text, number).map_or_else(|(id, _)| id, |p| p.id),
             Line::TooLong { number, .. } => number.to_string(),
         };
         let output_id = solution_id(&mut file, range).map_err(|err| match err {
@@ -386,7 +280,7 @@ pub fn resume(
                 output: output.to_owned(),
                 line: scan.point.lines,
                 output_id,
-                input_line: fingerprint.input_line,
+                input_line: skipped.fingerprint.input_line(),
                 input_id,
             });
         }
@@ -394,7 +288,66 @@ pub fn resume(
     if scan.point.truncated > 0 {
         file.set_len(scan.complete_end).map_err(io_error("cut the partial last line of", output))?;
     }
-    Ok(Resumed { point: scan.point, fingerprint })
+    Ok(Resumed { point: scan.point, fingerprint: skipped.fingerprint })
+}
+
+/// Reads the sidecar of `output`, which must exist and be ours.
+fn read_sidecar(output: &Path) -> Result<SidecarFile, ResumeError> {
+    let sidecar = sidecar_path(output);
+    let text = match std::fs::read(&sidecar) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar });
+        }
+        Err(err) => return Err(io_error("read", &sidecar)(err)),
+    };
+    let saved: SidecarFile = serde_json::from_slice(&text)
+        .map_err(|err| ResumeError::BadSidecar { sidecar: sidecar.clone(), reason: err.to_string() })?;
+    if saved.format != FORMAT {
+        return Err(ResumeError::BadSidecar { sidecar, reason: format!("format {:?}", saved.format) });
+    }
+    Ok(saved)
+}
+
+/// The input lines [`skip_answered`] went past.
+struct Skipped {
+    fingerprint: Fingerprint,
+    /// The last of them, with its text in `text`.
+    last: Option<Line>,
+    text: Vec<u8>,
+}
+
+/// Reads `lines` non-blank lines of the input, checking their fingerprint against the
+/// sidecar's checkpoint on the way.
+fn skip_answered(
+    output: &Path,
+    saved: &SidecarFile,
+    lines: u64,
+    reader: &mut ProblemReader,
+) -> Result<Skipped, ResumeError> {
+    let mut skipped = Skipped { fingerprint: Fingerprint::default(), last: None, text: Vec::new() };
+    let mut checked = false;
+    loop {
+        if !checked && skipped.fingerprint.lines() == saved.checkpoint.lines {
+            check_fingerprint(output, saved, &skipped.fingerprint)?;
+            checked = true;
+        }
+        if skipped.fingerprint.lines() == lines {
+            return Ok(skipped);
+        }
+        let Some(line) = reader.next_line(&mut skipped.text)? else {
+            return Err(ResumeError::InputShorter {
+                output: output.to_owned(),
+                output_lines: lines,
+                input_lines: skipped.fingerprint.lines(),
+            });
+        };
+        if matches!(line, Line::Text { .. }) && is_blank(&skipped.text) {
+            continue;
+        }
+        skipped.fingerprint.add(line, &skipped.text);
+        skipped.last = Some(line);
+    }
 }
 
 fn compare_options(output: &Path, was: OutputOptions, now: OutputOptions) -> Result<(), ResumeError> {
@@ -540,26 +493,6 @@ mod tests {
         assert_eq!((last.end - last.start) as usize, (5 << 20) + ERROR_MARK.len());
     }
 
-    #[test]
-    fn the_fingerprint_sees_line_numbers_and_contents() {
-        let of = |lines: &[(u64, &[u8])]| {
-            let mut fingerprint = Fingerprint::default();
-            for &(number, text) in lines {
-                fingerprint.add(Line::Text { number }, text);
-            }
-            fingerprint.checkpoint()
-        };
-        let base = of(&[(1, b"ab"), (2, b"c")]);
-        assert_eq!((base.lines, base.input_line), (2, 2));
-        assert_eq!(base, of(&[(1, b"ab"), (2, b"c")]));
-        assert_ne!(base.hash, of(&[(1, b"a"), (2, b"bc")]).hash);
-        assert_ne!(base.hash, of(&[(1, b"ab"), (3, b"c")]).hash);
-        let mut long = Fingerprint::default();
-        long.add(Line::TooLong { number: 1, len: 2 }, b"");
-        long.add(Line::Text { number: 2 }, b"c");
-        assert_ne!(base.hash, long.checkpoint().hash);
-    }
-
     const OPTIONS: OutputOptions = OutputOptions { winner_only: false, max_message_bytes: 1 << 20 };
 
     /// An input with blank lines; its non-blank lines have ids a, (line 4), c, d.
@@ -572,7 +505,7 @@ mod tests {
     /// The fingerprint of the first `lines` non-blank lines of `input`.
     fn fingerprint_of(input: &[u8], lines: u64) -> Checkpoint {
         let (mut reader, mut fingerprint, mut text) = (reader(input), Fingerprint::default(), Vec::new());
-        while fingerprint.lines < lines {
+        while fingerprint.lines() < lines {
             let line = reader.next_line(&mut text).unwrap().unwrap();
             if !is_blank(&text) {
                 fingerprint.add(line, &text);

@@ -1,0 +1,111 @@
+//! The server a run starts in its own process when it is given no server address.
+//!
+//! The client library does not link the server: its caller (the `gamesolver-client`
+//! binary, a test) hands it an [`EmbeddedStarter`], so that a program which only talks to
+//! remote servers carries no accept loop, TLS acceptor, metrics or solver tables.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Any error, as an embedded server reports it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A server running in this process, for one run.
+pub struct EmbeddedServer {
+    /// Where it listens, such as `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Asks it to shut down gracefully; `ended` resolves once it has.
+    pub stop: Box<dyn FnOnce() + Send>,
+    /// Resolves when the server has stopped: `Ok` after `stop`, `Err` with the reason when
+    /// it failed by itself.
+    pub ended: BoxFuture<'static, Result<(), BoxError>>,
+}
+
+impl EmbeddedServer {
+    /// Spawns `serve` on a task of its own; `serve` is given the future that resolves when
+    /// the run asks the server to stop (the `shutdown` future a `serve` function takes).
+    pub fn spawn<F, Fut, E>(url: String, serve: F) -> Self
+    where
+        F: FnOnce(WaitForCancellationFutureOwned) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + Send + 'static,
+    {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(serve(stop.clone().cancelled_owned()));
+        EmbeddedServer {
+            url,
+            stop: Box::new(move || stop.cancel()),
+            ended: Box::pin(async move { task.await?.map_err(Into::into) }),
+        }
+    }
+}
+
+impl fmt::Debug for EmbeddedServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedServer").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+type StartFn = dyn Fn() -> BoxFuture<'static, Result<EmbeddedServer, BoxError>> + Send + Sync;
+
+/// Starts an [`EmbeddedServer`] on a loopback port; cheap to clone.
+#[derive(Clone)]
+pub struct EmbeddedStarter(Arc<StartFn>);
+
+impl EmbeddedStarter {
+    /// A starter that calls `start` once per run.
+    pub fn new<F, Fut>(start: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<EmbeddedServer, BoxError>> + Send + 'static,
+    {
+        EmbeddedStarter(Arc::new(move || Box::pin(start())))
+    }
+
+    /// Starts a server and returns the handle through which the run stops it.
+    pub(crate) async fn start(&self) -> Result<Running, BoxError> {
+        let EmbeddedServer { url, stop, ended } = (self.0)().await?;
+        Ok(Running { url, stop, ended: Some(ended) })
+    }
+}
+
+impl fmt::Debug for EmbeddedStarter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EmbeddedStarter(..)")
+    }
+}
+
+/// An embedded server as a run holds it.
+pub(crate) struct Running {
+    pub(crate) url: String,
+    stop: Box<dyn FnOnce() + Send>,
+    /// `None` once it has resolved.
+    ended: Option<BoxFuture<'static, Result<(), BoxError>>>,
+}
+
+impl Running {
+    /// Waits until the server stops by itself, and says why; never resolves once it has.
+    pub(crate) async fn failure(&mut self) -> BoxError {
+        let Some(ended) = &mut self.ended else { return std::future::pending().await };
+        let result = ended.await;
+        self.ended = None;
+        match result {
+            Err(err) => err,
+            Ok(()) => "stopped by itself".into(),
+        }
+    }
+
+    /// Stops the server and waits for it; its own shutdown grace bounds the wait.
+    pub(crate) async fn stop(self) {
+        (self.stop)();
+        if let Some(ended) = self.ended {
+            if let Err(err) = ended.await {
+                tracing::warn!("embedded server: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The client library's embedded server: started through the `EmbeddedStarter` its caller
+//! hands it (here, as in the binary, a `gamesolver::server::Server` on 127.0.0.1:0), stopped
+//! at the end of the run, and its failures reported.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{assert_all_correct, generate};
+use gamesolver::client::{
+    self, BoxError, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig,
+};
+use gamesolver::seconds::Seconds;
+use gamesolver::server::{Server, ServerConfig};
+
+mod common;
+
+/// What the binary hands the library: the real server on a loopback port.
+fn real_server() -> EmbeddedStarter {
+    EmbeddedStarter::new(|| async {
+        let config =
+            ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
+        let server = Server::bind(config).await?;
+        let url = format!("http://{}", server.local_addr());
+        Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
+    })
+}
+
+fn config(dir: &std::path::Path, embedded: Option<EmbeddedStarter>) -> SolveConfig {
+    SolveConfig {
+        input: InputSource::File(dir.join("in.jsonl")),
+        output: Some(dir.join("out.jsonl")),
+        embedded,
+        retry_for: Duration::from_secs(5),
+        ..SolveConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 31);
+    let summary = client::solve(config(dir.path(), Some(real_server()))).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (5_000, 0));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_server_and_no_starter_is_an_error_before_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 10, 32);
+    let err = client::solve(config(dir.path(), None)).await.unwrap_err();
+    assert!(matches!(err, ClientError::NoServer), "{err:?}");
+    assert_eq!(err.to_string(), "no server to send the problems to (give --server URL)");
+    assert!(!dir.path().join("out.jsonl").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starter_that_fails_and_a_server_that_dies_end_the_run_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 10, 33);
+
+    let cannot_start =
+        EmbeddedStarter::new(|| async { Err::<EmbeddedServer, BoxError>("no port left".into()) });
+    let err = client::solve(config(dir.path(), Some(cannot_start))).await.unwrap_err();
+    assert_eq!(err.to_string(), "embedded server: no port left");
+
+    // A server that dies at once, on a port where nothing answers: the run ends with its
+    // reason, not with a connection's, and the server is still asked to stop.
+    let stopped = Arc::new(AtomicBool::new(false));
+    let dies = {
+        let stopped = Arc::clone(&stopped);
+        EmbeddedStarter::new(move || {
+            let stopped = Arc::clone(&stopped);
+            async move {
+                Ok(EmbeddedServer {
+                    url: "http://127.0.0.1:1".to_owned(),
+                    stop: Box::new(move || stopped.store(true, Ordering::SeqCst)),
+                    ended: Box::pin(async { Err::<(), BoxError>("table file is corrupt".into()) }),
+                })
+            }
+        })
+    };
+    let err = client::solve(config(dir.path(), Some(dies))).await.unwrap_err();
+    assert_eq!(err.to_string(), "embedded server: table file is corrupt");
+    assert!(stopped.load(Ordering::SeqCst), "stop is called at the end of the run");
+}
