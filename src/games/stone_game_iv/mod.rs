@@ -23,7 +23,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use self::gallop::{first_at_least, last_at_most};
 use self::sieve::{isqrt, Sieve, SEGMENT};
 use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN};
-use super::{Move, Outcome, Player, SolveError};
+use super::{GameKind, Move, Outcome, Player, SolveError};
 
 pub use self::sieve::losing_positions_below;
 
@@ -323,7 +323,7 @@ impl StoneGameIvTable {
 
     fn check_limit(&self, n: u64) -> Result<(), SolveError> {
         if n > self.limit {
-            return Err(SolveError::OutOfRange { n, limit: self.limit });
+            return Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n, limit: self.limit });
         }
         Ok(())
     }
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn beyond_the_limit_is_out_of_range_and_the_table_stops_at_it() {
         let table = StoneGameIvTable::new(1000);
-        assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { n: 1001, limit: 1000 }));
+        assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 1001, limit: 1000 }));
         table.extend_to(1000).unwrap();
         assert_eq!(table.covered(), 1001);
         assert!(!table.needs_extension(1000) && !table.needs_extension(5000));
