@@ -194,7 +194,7 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
     for corrupt in [disk_error, shifted.encode()] {
         std::fs::write(&path, &corrupt).unwrap();
         let mut server = ServerProcess::start("127.0.0.1:0", &flags);
-        assert_answers(server.url(), &[u64::from(p), u64::from(p) + 1, 299_999, 2]).await;
+        assert_answers(server.url(), &[p, p + 1, 299_999, 2]).await;
         server.signal("TERM");
         assert_eq!(server.wait_exit().await.code(), Some(0));
         assert_eq!(IvTableFile::load(&path).unwrap().losing[index], p, "the file was rewritten whole");
