@@ -201,6 +201,13 @@ impl FastDecode for pb::SolveBatchStreamResponse {
 /// level of nesting, and written into place (`cargo bench --bench bulk`, `client_parse`).
 pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
     use pb::problem::Game as G;
+    if let Some(G::NimSquare(_)) = &problem.game {
+        // Nim Square's packed piles are left to prost: the games above are the bulk.
+        out.put_u8(LEN_1);
+        prost::encoding::encode_varint(problem.encoded_len() as u64, out);
+        problem.encode_raw(out);
+        return;
+    }
     // A oneof's message is always written once set, even when empty.
     let packed: usize = match &problem.game {
         Some(G::StoneGameIx(g)) => g.stones.iter().map(|&stone| encoded_len_varint(stone)).sum(),
@@ -211,6 +218,7 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
         G::StoneGameIx(_) if packed == 0 => 0,
         G::StoneGameIx(_) => len_field_len(packed),
         G::StoneGameIv(g) => varint_field_len(g.n),
+        G::NimSquare(_) => unreachable!("written by prost above"),
     });
     let len = string_field_len(&problem.id) + game_len.map_or(0, len_field_len);
 
@@ -227,6 +235,7 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
         G::SumGame(_) => LEN_2,
         G::StoneGameIx(_) => LEN_3,
         G::StoneGameIv(_) => LEN_4,
+        G::NimSquare(_) => LEN_5,
     });
     w.varint(game_len as u64);
     match game {
@@ -253,12 +262,20 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
     use pb::r#move::Game as G;
     let (uint, message) = (varint_field_len, len_field_len);
     let move_len = |winning_move: &pb::Move| match &winning_move.game {
-        None => 0,
+        None | Some(G::NimSquare(_)) => 0,
         Some(G::SumGame(m)) => message(uint(m.index) + uint(m.digit.into())),
         Some(G::StoneGameIx(m)) => message(uint(m.index)),
         Some(G::StoneGameIv(m)) => message(uint(m.take)),
     };
     for solution in solutions {
+        let nim_move = |m: &pb::Move| matches!(m.game, Some(G::NimSquare(_)));
+        if solution.nim_value.is_some() || solution.winning_move.as_ref().is_some_and(nim_move) {
+            // Nim Square's solutions are left to prost: the games below are the bulk.
+            out.push(LEN_1);
+            prost::encoding::encode_varint(solution.encoded_len() as u64, out);
+            solution.encode_raw(out);
+            continue;
+        }
         // An enum is an int32: a negative one is sign-extended to 10 bytes.
         let winner = solution.winner as u64;
         let move_len = solution.winning_move.as_ref().map(move_len);
@@ -290,7 +307,7 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             w.byte(LEN_4);
             w.varint(len as u64);
             let (key, fields): (u8, &[(u8, u64)]) = match &winning_move.game {
-                None => (0, &[]),
+                None | Some(G::NimSquare(_)) => (0, &[]),
                 Some(G::SumGame(m)) => (LEN_1, &[(VARINT_1, m.index), (VARINT_2, m.digit.into())]),
                 Some(G::StoneGameIx(m)) => (LEN_2, &[(VARINT_1, m.index)]),
                 Some(G::StoneGameIv(m)) => (LEN_3, &[(VARINT_1, m.take)]),
@@ -597,6 +614,8 @@ mod tests {
             proptest::collection::vec(any::<u64>(), 0..20)
                 .prop_map(|stones| Some(G::StoneGameIx(pb::StoneGameIx { stones }))),
             any::<u64>().prop_map(|n| Some(G::StoneGameIv(pb::StoneGameIv { n }))),
+            proptest::collection::vec(any::<u64>(), 0..4)
+                .prop_map(|piles| Some(G::NimSquare(pb::NimSquare { piles }))),
         ]
     }
 
@@ -612,6 +631,8 @@ mod tests {
                 .prop_map(|(index, digit)| Some(M::SumGame(pb::SumGameMove { index, digit }))),
             any::<u64>().prop_map(|index| Some(M::StoneGameIx(pb::StoneGameIxMove { index }))),
             any::<u64>().prop_map(|take| Some(M::StoneGameIv(pb::StoneGameIvMove { take }))),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(pile, take)| Some(M::NimSquare(pb::NimSquareMove { pile, take }))),
         ];
         proptest::option::of(game.prop_map(|game| pb::Move { game }))
     }
@@ -627,15 +648,15 @@ mod tests {
     }
 
     fn solution() -> impl Strategy<Value = pb::Solution> {
-        (".{0,8}", any::<bool>(), any::<i32>(), winning_move(), error()).prop_map(
-            |(id, alice_wins, winner, winning_move, error)| pb::Solution {
+        (".{0,8}", any::<bool>(), any::<i32>(), winning_move(), error(), proptest::option::of(any::<u32>()))
+            .prop_map(|(id, alice_wins, winner, winning_move, error, nim_value)| pb::Solution {
                 id,
                 alice_wins,
                 winner,
                 winning_move,
                 error,
-            },
-        )
+                nim_value,
+            })
     }
 
     /// `bytes` decoded both ways: when the fast decoder answers, prost must agree.

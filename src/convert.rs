@@ -289,7 +289,11 @@ mod tests {
         let err = ProblemError::from(SolveError::InvalidCharacter { index: 7, found: 'é' });
         assert_eq!(err.metadata()["index"], "7");
         assert_eq!(err.metadata()["character"], "é");
-        let err = ProblemError::from(SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 10_000_000_000, limit: 1_000_000_000 });
+        let err = ProblemError::from(SolveError::OutOfRange {
+            game: GameKind::StoneGameIv,
+            n: 10_000_000_000,
+            limit: 1_000_000_000,
+        });
         assert_eq!((err.code(), err.field()), (Code::OutOfRange, Some("problem.stone_game_iv.n")));
         assert_eq!(err.metadata()["limit"], "1000000000");
     }

@@ -133,21 +133,8 @@ impl IvTableFile {
     /// Writes the table to `path` atomically: a temporary file beside it, flushed to
     /// disk, then renamed over it.
     pub fn save(&self, path: &Path) -> Result<(), IvTableFileError> {
-        let io_error = |source| IvTableFileError::Io { path: path.into(), source };
-        // Unique per save, so that two saves in flight never write the same temporary.
-        static SAVES: AtomicU64 = AtomicU64::new(0);
-        let mut temporary = path.as_os_str().to_owned();
-        temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
-        let temporary = PathBuf::from(temporary);
-        let written = fs::File::create(&temporary).and_then(|mut file| {
-            file.write_all(&self.encode())?;
-            file.sync_all()
-        });
-        if let Err(source) = written.and_then(|()| fs::rename(&temporary, path)) {
-            let _ = fs::remove_file(&temporary);
-            return Err(io_error(source));
-        }
-        Ok(())
+        write_atomically(path, &self.encode())
+            .map_err(|source| IvTableFileError::Io { path: path.into(), source })
     }
 
     /// The file's bytes, in the current version. `losing` must be strictly increasing
@@ -219,6 +206,33 @@ impl IvTableFile {
         };
         check_losing_list(covered, &losing).map_err(|source| IvTableFileError::BadList { path, source })?;
         Ok(IvTableFile { covered, losing })
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, flushed to disk, then
+/// renamed over it, so that a crash mid-save leaves the old file or none, never half.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    // Unique per save, so that two saves in flight never write the same temporary.
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
+    let temporary = PathBuf::from(temporary);
+    let written = fs::File::create(&temporary).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&temporary, path));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    renamed
+}
+
+/// Whether a save to `path` could ever succeed: its directory exists.
+pub(crate) fn directory_exists(path: &Path) -> bool {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.is_dir(),
+        _ => true,
     }
 }
 
@@ -334,11 +348,7 @@ impl IvTableStore {
         match self.load_into(table) {
             Ok(covered) => Ok(Opened::Loaded(covered)),
             Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
-                let directory = match path.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => parent,
-                    _ => Path::new("."),
-                };
-                match directory.is_dir() {
+                match directory_exists(&path) {
                     true => Ok(Opened::Missing),
                     false => Err(IvTableFileError::NoDirectory { path }),
                 }

@@ -23,6 +23,7 @@ pub mod client;
 pub mod codec;
 pub mod convert;
 pub mod games;
+pub mod grundy_table_file;
 pub mod iv_table_file;
 mod json_number;
 pub mod pb;

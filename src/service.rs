@@ -229,14 +229,13 @@ impl Solver {
             let observer = self.observer.clone();
             move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
-        let solve_one =
-            move |table: &Tables, tally: &mut Option<Tally>, (label, (id, game)): Converted| {
-                let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
-                if let Some(tally) = tally {
-                    tally.record(label, &result);
-                }
-                convert::solution(id, result)
-            };
+        let solve_one = move |table: &Tables, tally: &mut Option<Tally>, (label, (id, game)): Converted| {
+            let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
+            if let Some(tally) = tally {
+                tally.record(label, &result);
+            }
+            convert::solution(id, result)
+        };
         if work <= self.config.inline_work {
             let mut tally = tally();
             return Ok(problems.into_iter().map(|p| solve_one(&self.tables, &mut tally, p)).collect());

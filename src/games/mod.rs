@@ -232,7 +232,9 @@ impl Game {
     /// most one more pass over the input).
     pub fn winner(&self, tables: &Tables) -> Result<Outcome, SolveError> {
         match self {
-            Game::StoneGameIv(n) => tables.iv.winner(*n).map(|winner| Outcome { winner, winning_move: None, nim_value: None }),
+            Game::StoneGameIv(n) => {
+                tables.iv.winner(*n).map(|winner| Outcome { winner, winning_move: None, nim_value: None })
+            }
             Game::NimSquare(piles) => tables.grundy.solve(piles, true).map(Outcome::from),
             game => game.solve(tables).map(Outcome::without_move),
         }

@@ -44,11 +44,6 @@ impl IvTableLifecycle {
         Ok(IvTableLifecycle { table, store, metrics })
     }
 
-    /// The table itself.
-    pub(crate) fn table(&self) -> Arc<StoneGameIvTable> {
-        Arc::clone(&self.table)
-    }
-
     /// Step 2, while serving: classifies piles below `n` on a thread of its own, then
     /// saves. Requests inside the range covered so far are answered meanwhile, and larger
     /// ones wait for (then continue) this extension. A plain thread, not the blocking

@@ -435,8 +435,14 @@ mod tests {
             table.solve(&[5, 1001, 2000], false),
             Err(SolveError::OutOfRange { game: GameKind::NimSquare, n: 1001, limit: 1000 })
         );
-        assert_eq!(table.value(1001), Err(SolveError::OutOfRange { game: GameKind::NimSquare, n: 1001, limit: 1000 }));
-        assert_eq!(table.extend_to(u64::MAX), Err(SolveError::OutOfRange { game: GameKind::NimSquare, n: u64::MAX, limit: 1000 }));
+        assert_eq!(
+            table.value(1001),
+            Err(SolveError::OutOfRange { game: GameKind::NimSquare, n: 1001, limit: 1000 })
+        );
+        assert_eq!(
+            table.extend_to(u64::MAX),
+            Err(SolveError::OutOfRange { game: GameKind::NimSquare, n: u64::MAX, limit: 1000 })
+        );
         assert_eq!(table.covered(), 0);
         assert!(!table.needs_extension(1001));
         assert!(table.needs_extension(1000));

@@ -592,7 +592,10 @@ mod tests {
     #[test]
     fn beyond_the_limit_is_out_of_range_and_the_table_stops_at_it() {
         let table = StoneGameIvTable::new(1000);
-        assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 1001, limit: 1000 }));
+        assert_eq!(
+            table.solve(1001),
+            Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 1001, limit: 1000 })
+        );
         table.extend_to(1000).unwrap();
         assert_eq!(table.covered(), 1001);
         assert!(!table.needs_extension(1000) && !table.needs_extension(5000));
