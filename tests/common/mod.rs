@@ -65,6 +65,8 @@ pub struct TestServer {
     pub tls: Option<std::sync::Arc<server::ReloadableTls>>,
     /// The Stone Game IV table the server answers from.
     pub iv_table: std::sync::Arc<StoneGameIvTable>,
+    /// Every table the server answers from.
+    pub tables: std::sync::Arc<Tables>,
     stop: Option<oneshot::Sender<()>>,
     pub task: JoinHandle<Result<(), server::ServeError>>,
 }
@@ -74,13 +76,13 @@ impl TestServer {
     pub async fn start(config: ServerConfig) -> TestServer {
         let config = ServerConfig { listen: ServerConfig::ephemeral().listen, ..config };
         let server = server::Server::bind(config).await.expect("the test server starts");
-        let (addr, metrics, tls, iv_table) =
-            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table());
+        let (addr, metrics, tls, iv_table, tables) =
+            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table(), server.tables());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        TestServer { addr, metrics, tls, iv_table, stop: Some(stop), task }
+        TestServer { addr, metrics, tls, iv_table, tables, stop: Some(stop), task }
     }
 
     /// The metrics port's address; panics if the server has none.
