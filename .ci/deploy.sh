@@ -157,23 +157,28 @@ in_net() {
 }
 
 # While pending_env: each GAMESOLVER_X=V of the NUL-separated file ENV moves to the
-# NUL-separated ARGS as `--x V`, in front of the arguments already there (which must
-# not repeat it). Rewrites both files.
+# NUL-separated ARGS as `--x V` (the last V of a name, as in an environment), in front
+# of the arguments already there (which must not repeat it). Rewrites both files.
 env_as_flags() {
     local env=$1 args=$2 entry name
     $pending_env || return 0
-    local entries=() kept=() flags=() rest=()
+    local entries=() kept=() flags=() rest=() names=()
+    local -A value=()
     mapfile -d '' entries <"$env"
     mapfile -d '' rest <"$args"
     for entry in "${entries[@]}"; do
         name=${entry%%=*}
         if [[ $name == GAMESOLVER_* ]]; then
-            name=${name#GAMESOLVER_}
-            name=${name,,}
-            flags+=("--${name//_/-}" "${entry#*=}")
+            [[ -v value[$name] ]] || names+=("$name")
+            value[$name]=${entry#*=}
         else
             kept+=("$entry")
         fi
+    done
+    for name in "${names[@]}"; do
+        entry=${name#GAMESOLVER_}
+        entry=${entry,,}
+        flags+=("--${entry//_/-}" "${value[$name]}")
     done
     nul_list "${kept[@]}" >"$env"
     nul_list "${flags[@]}" "${rest[@]}" >"$args"
@@ -341,21 +346,27 @@ check_config() {
         log "$name: the server started with it, listened and stopped cleanly"
         return
     fi
-    env_as_flags "$env" "$args"
     local out status=0
-    out=$(run_in_image host "$user" "$mounts" "$env" "$args" "$work/$name.check.pid" -- --check-config 2>&1) ||
-        status=$?
+    out=$(check_config_run "$user" "$mounts" "$env" "$args") || status=$?
     [[ $status == 0 && $out == *"config ok"* ]] || fail "$name: --check-config exited $status: $out"
     # A bad value, and a table whose directory is not mounted, are refused.
-    printf 'GAMESOLVER_SHUTDOWN_TIMEOUT=-1\0' >>"$env"
-    out=$(run_in_image host "$user" "$mounts" "$env" "$args" "$work/$name.check.pid" -- --check-config 2>&1) &&
-        status=0 || status=$?
-    [[ $status == 2 ]] || fail "$name: --check-config accepted --shutdown-timeout -1 (exit $status): $out"
-    printf 'GAMESOLVER_IV_TABLE=/nonexistent/iv.table\0' >>"$env"
-    out=$(run_in_image host "$user" "$mounts" "$env" "$args" "$work/$name.check.pid" -- --check-config 2>&1) &&
-        status=0 || status=$?
-    [[ $status == 2 ]] || fail "$name: --check-config accepted a table in a missing directory (exit $status): $out"
+    local broken
+    for broken in GAMESOLVER_SHUTDOWN_TIMEOUT=-1 GAMESOLVER_IV_TABLE=/nonexistent/iv.table; do
+        status=0
+        out=$(check_config_run "$user" "$mounts" "$env" "$args" "$broken") || status=$?
+        [[ $status == 2 ]] || fail "$name: --check-config with $broken exited $status, not 2: $out"
+    done
     log "$name: --check-config accepts the configuration and refuses two broken ones"
+}
+
+# Runs --check-config on a configuration, with EXTRA (NAME=VALUE) added to ENV, and
+# prints what it said. Usage: check_config_run USER MOUNTS ENV ARGS [EXTRA]
+check_config_run() {
+    local user=$1 mounts=$2 env=$3 args=$4 extra=${5:-} run=$work/check-config
+    cp "$env" "$run.env" && cp "$args" "$run.args"
+    [[ -z $extra ]] || nul_list "$extra" >>"$run.env"
+    env_as_flags "$run.env" "$run.args"
+    run_in_image host "$user" "$mounts" "$run.env" "$run.args" "$run.pid" -- --check-config 2>&1
 }
 
 # --- systemd --------------------------------------------------------------------------
@@ -367,6 +378,7 @@ check_systemd() {
     install -D -m 0644 deploy/systemd/gamesolver.service "$sdroot/etc/systemd/system/gamesolver.service"
     install -D -m 0644 deploy/systemd/gamesolver.env "$sdroot/etc/gamesolver/gamesolver.env"
     install -D -m 0755 "$server_bin" "$sdroot/usr/local/bin/gamesolver-server"
+    install -D -m 0755 "$(type -P kill)" "$sdroot/usr/bin/kill"
     systemd-analyze verify --root="$sdroot" --man=no --recursive-errors=no \
         "$sdroot/etc/systemd/system/gamesolver.service"
     # Its sandbox, as systemd scores it (0 best, 10 worst): at most 2.0.
