@@ -211,6 +211,8 @@ start_in_image() {
     pids+=("$server_wrapper")
     wait_for "$name: the server's PID" 10 test -s "$work/$name.pid"
     server_pid=$(<"$work/$name.pid")
+    # Stopped before its wrapper, which would leave it running.
+    pids+=("$server_pid")
     local deadline=$((SECONDS + 60))
     until grep -q '^listening on' "$work/$name.out"; do
         if ! kill -0 "$server_wrapper" 2>/dev/null || ((SECONDS >= deadline)); then
@@ -232,6 +234,7 @@ stop_in_image() {
         sleep 0.2
     done
     wait "$wrapper" || status=$?
+    forget "$pid"
     forget "$wrapper"
     ((status == 0)) || { cat "$work/$name.log" >&2; fail "$name: the server exited $status"; }
 }
@@ -242,7 +245,7 @@ check_image() {
     local context=$work/context
     mkdir -p "$context/state"
     objcopy --strip-debug "$server_bin" "$context/gamesolver-server"
-    timeout 300 podman build --quiet -f Containerfile -t "$image" \
+    timeout 300 podman build --quiet --layers=false -f Containerfile -t "$image" \
         --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$context" >/dev/null
 
     # What a runtime reads from the image.
@@ -406,6 +409,10 @@ check_systemd() {
     local tracer=$!
     pids+=("$tracer")
     wait_for "strace: the server's address" 30 grep -q '^metrics on' "$work/strace.out"
+    # The traced server is the first process in the trace; strace exits with its status.
+    local traced
+    traced=$(awk 'NR == 1 {print $1}' "$work/strace.txt")
+    pids+=("$traced")
     local address metrics
     address=$(sed -n 's/^listening on //p' "$work/strace.out")
     metrics=$(sed -n 's/^metrics on //p' "$work/strace.out")
@@ -413,9 +420,9 @@ check_systemd() {
     "$grpcurl" -plaintext -d '{"problem":{"stoneGameIv":{"n":"30000000"}}}' "$address" "$service/Solve" >/dev/null
     curl -fsS "http://$metrics/metrics" >/dev/null
     wait_for "strace: the table saved" 60 test -s "$work/strace-table/iv.table"
-    # The traced server is the first process in the trace; strace exits with its status.
-    kill -TERM "$(awk 'NR == 1 {print $1}' "$work/strace.txt")"
+    kill -TERM "$traced"
     wait "$tracer" || fail "the server under strace exited $?"
+    forget "$traced"
     forget "$tracer"
     python3 deploy/systemd/check-syscalls.py deploy/systemd/gamesolver.service "$work/strace.txt"
 }
@@ -446,7 +453,8 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:9090']
 EOF
-    in_net "$image_pid" prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+    # nsenter execs Prometheus: $! is its PID.
+    nsenter --target "$image_pid" --net -- prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
         --web.listen-address="$prom" --log.level=warn >"$work/prometheus.log" 2>&1 &
     pids+=($!)
     wait_for "Prometheus ready" 60 in_net "$image_pid" curl -fsS "http://$prom/-/ready"
