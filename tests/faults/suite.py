@@ -51,6 +51,8 @@ KEEPALIVE_DETECTION = 20.0
 PERMANENT_RETRY_FOR = 8.0
 # Slack for process start-up, backoff (at most 2 s) and the writer's drain (at most 5 s).
 MARGIN = 8.0
+# The client's exit code when every server was given up on (README, "Exit codes").
+GAVE_UP = 2
 UNARY_DEADLINE = 2.0
 UNARY_SLACK = 1.0
 UNARY_CALLS = 4
@@ -96,7 +98,8 @@ class Toxiproxy:
         self.cli_bin = cli_bin
         port = free_port()
         self.api = f"http://127.0.0.1:{port}"
-        self.process = Process("toxiproxy", [server_bin, "-host", "127.0.0.1", "-port", str(port)], work)
+        self.process = Process("toxiproxy", [server_bin, "-host", "127.0.0.1", "-port", str(port),
+                                             "-proxy-metrics"], work)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -111,22 +114,40 @@ class Toxiproxy:
         subprocess.run([self.cli_bin, "-h", self.api, *args], check=True, timeout=10,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.api + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response) if method == "GET" else response.read()
+
     def create(self, name, upstream):
         """A proxy on a free loopback port to `upstream`; returns its address."""
         self.cli("create", "--listen", "127.0.0.1:0", "--upstream", upstream, name)
-        with urllib.request.urlopen(f"{self.api}/proxies/{name}", timeout=5) as response:
-            return json.load(response)["listen"]
+        return self.request("GET", f"/proxies/{name}")["listen"]
 
-    def add(self, proxy, toxic):
-        """Puts on a toxic: {"name", "type", "stream", "attributes"}."""
-        args = ["toxic", "add", "-n", toxic["name"], "-t", toxic["type"],
-                "--upstream" if toxic["stream"] == "upstream" else "--downstream"]
-        for key, value in toxic["attributes"].items():
-            args += ["-a", f"{key}={value}"]
-        self.cli(*args, proxy)
+    def wire_bytes(self):
+        """Bytes through all proxies so far, by direction (upstream: client to server)."""
+        with urllib.request.urlopen(self.api + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        total = {}
+        for line in text.splitlines():
+            if line.startswith("toxiproxy_proxy_sent_bytes_total{"):
+                direction = line.split('direction="', 1)[1].split('"', 1)[0]
+                total[direction] = total.get(direction, 0) + float(line.rsplit(" ", 1)[1])
+        return total
 
-    def remove(self, proxy, toxic):
-        self.cli("toxic", "remove", "-n", toxic["name"], proxy)
+    # Toxics go on and off through the HTTP API rather than toxiproxy-cli: a mid-stream
+    # fault must land within the second that a whole run takes on loopback.
+    def add(self, proxy, toxics):
+        """Puts on toxics, each {"name", "type", "stream", "attributes"}."""
+        for t in toxics:
+            self.request("POST", f"/proxies/{proxy}/toxics", t)
+
+    def clear(self, proxy):
+        """Takes off every toxic."""
+        for t in self.request("GET", f"/proxies/{proxy}/toxics"):
+            self.request("DELETE", f"/proxies/{proxy}/toxics/{t['name']}")
 
 
 def toxic(name, kind, stream, **attributes):
@@ -143,11 +164,16 @@ class Case:
 
     `permanent`: the client must give up (exit 1), then --resume must finish the output.
     `midstream`: the toxics go on once the output has begun, not before the run.
+    `lasts`: seconds after which a mid-stream fault is taken off while the client runs on.
+    `cuts`: the fault must have cut at least one connection (the client logs a retry).
+    `client_args`: more flags for the bulk client.
     """
 
-    def __init__(self, name, toxics, permanent=False, midstream=False, bound=60.0, retry_for=60.0):
+    def __init__(self, name, toxics, permanent=False, midstream=False, lasts=None, cuts=False, bound=60.0,
+                 retry_for=60.0, client_args=()):
         self.name, self.toxics = name, toxics
-        self.permanent, self.midstream = permanent, midstream
+        self.permanent, self.midstream, self.lasts, self.cuts = permanent, midstream, lasts, cuts
+        self.client_args = list(client_args)
         self.bound, self.retry_for = bound, retry_for
 
 
@@ -202,25 +228,34 @@ class Suite:
     def solve(self, case, output, resume=False, retry_for=None, fault=None):
         """Runs the bulk client through the proxy, bounded by `timeout`; calls `fault`
         once the output has begun (it returns when the fault started). Returns (exit
-        code, seconds from the fault, or from the start, to the exit)."""
+        code, seconds from the fault, or from the start, to the exit, the reconnections
+        the client logged)."""
         argv = [self.args.client_bin, "solve", self.input, "-o", output, "--server", f"http://{self.proxy_addr}",
-                "--retry-for", str(retry_for or case.retry_for)]
+                "--retry-for", str(retry_for or case.retry_for), *case.client_args]
         if resume:
             argv.append("--resume")
-        log = open(os.path.join(self.work, f"client-{case.name}.log"), "ab")
+        log_path = os.path.join(self.work, f"client-{case.name}.log")
+        log = open(log_path, "ab")
+        logged = log.tell()
         started = time.monotonic()
         proc = subprocess.Popen(["timeout", "-k", "5", str(case.bound), *argv], stdout=subprocess.DEVNULL,
                                 stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         try:
             if fault is not None:
-                started = self.when_output_begins(proc, output, fault)
+                fault_at = self.when_output_begins(proc, output, fault)
+                # A permanent fault is timed from its start; any other run from its own.
+                started = fault_at if case.permanent else started
             code = proc.wait(case.bound + 10)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             log.close()
-        return code, time.monotonic() - started
+        took = time.monotonic() - started
+        with open(log_path, "rb") as log:
+            log.seek(logged)
+            retries = log.read().count(b"retrying in")
+        return code, took, retries
 
     def when_output_begins(self, proc, output, fault):
         """Waits (20 s at most) for the first answers in `output`, then calls `fault`."""
@@ -228,7 +263,7 @@ class Suite:
         while time.monotonic() < deadline and proc.poll() is None:
             if os.path.exists(output) and os.path.getsize(output) > 0:
                 break
-            time.sleep(0.01)
+            time.sleep(0.001)
         fault()
         return time.monotonic()
 
@@ -240,21 +275,30 @@ class Suite:
         output = os.path.join(self.work, f"out-{case.name}.jsonl")
         if os.path.exists(output):
             os.remove(output)
-        put_on = lambda: [self.toxiproxy.add("gamesolver", t) for t in case.toxics]  # noqa: E731
-        if not case.midstream:
-            put_on()
-        code, took = self.solve(case, output, fault=put_on if case.midstream else None)
+        def put_on():
+            self.toxiproxy.add("gamesolver", case.toxics)
+            if case.lasts:
+                time.sleep(case.lasts)
+                self.toxiproxy.clear("gamesolver")
+
+        try:
+            if not case.midstream:
+                put_on()
+            code, took, retries = self.solve(case, output, fault=put_on if case.midstream else None)
+        finally:
+            self.toxiproxy.clear("gamesolver")
+        same = self.identical(output)
         if not case.permanent:
-            ok = code == 0 and self.identical(output)
-            return ok, f"exit {code} in {took:.1f} s, output {'identical' if self.identical(output) else 'DIFFERS'}"
+            # A fault meant to cut connections that cut none tested nothing.
+            ok = code == 0 and same and (retries > 0 or not case.cuts)
+            return ok, (f"exit {code} in {took:.1f} s, {retries} reconnections, "
+                        f"output {'identical' if same else 'DIFFERS'}")
 
         limit = case.retry_for + KEEPALIVE_DETECTION + MARGIN
         partial = os.path.getsize(output) if os.path.exists(output) else 0
-        gave_up = code == 1 and took <= limit
-        what = f"exit {code} {took:.1f} s after the fault (limit {limit:.0f} s), {partial / 1e6:.1f} MB written"
-        for t in case.toxics:
-            self.toxiproxy.remove("gamesolver", t)
-        code, resumed_in = self.solve(case, output, resume=True)
+        gave_up = code == GAVE_UP and case.retry_for <= took <= limit
+        what = f"exit {code} {took:.1f} s after the fault (limit {case.retry_for:.0f} to {limit:.0f} s), {partial / 1e6:.1f} MB written"
+        code, resumed_in, _ = self.solve(case, output, resume=True)
         done = code == 0 and self.identical(output)
         what += f"; --resume exit {code} in {resumed_in:.1f} s, output {'identical' if self.identical(output) else 'DIFFERS'}"
         return gave_up and done, what
@@ -265,8 +309,7 @@ class Suite:
         """Solve calls with a deadline through the toxics (fresh channels and one shared);
         each must end OK with the right answer, UNAVAILABLE or DEADLINE_EXCEEDED, within
         the deadline plus a second. Returns (ok, what happened)."""
-        for t in case.toxics:
-            self.toxiproxy.add("gamesolver", t)
+        self.toxiproxy.add("gamesolver", case.toxics)
         codes, slowest, ok = {}, 0.0, True
         shared = grpc.insecure_channel(self.proxy_addr)
         try:
@@ -287,8 +330,7 @@ class Suite:
                 ok &= code in ("OK", "UNAVAILABLE", "DEADLINE_EXCEEDED") and took <= UNARY_DEADLINE + UNARY_SLACK
         finally:
             shared.close()
-            for t in case.toxics:
-                self.toxiproxy.remove("gamesolver", t)
+            self.toxiproxy.clear("gamesolver")
         summary = ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
         return ok, f"{summary}; slowest {slowest:.2f} s (deadline {UNARY_DEADLINE:.0f} s)"
 
@@ -307,6 +349,10 @@ class Suite:
             started = time.monotonic()
             self.check(case, "bulk", self.bulk(case))
             self.check(case, "unary", self.unary(case))
+            if case.name == "none":
+                wire = self.toxiproxy.wire_bytes()
+                print(f"faults:      on the wire without faults: {wire.get('upstream', 0) / 1e6:.1f} MB up, "
+                      f"{wire.get('downstream', 0) / 1e6:.1f} MB down", flush=True)
             print(f"faults:      {case.name:<12} {time.monotonic() - started:.1f} s", flush=True)
 
 
@@ -315,13 +361,15 @@ def cases():
     return [
         Case("none", []),
         Case("latency", both_ways("latency", "latency", latency=200, jitter=100)),
-        # 1 MB/s on the answers (downstream): the larger direction; see the docs.
-        Case("bandwidth", [toxic("bandwidth", "bandwidth", "downstream", rate=1000)], bound=90.0),
-        # Every connection is reset 1.5 s after it opens, mid-stream.
-        Case("reset_peer", [toxic("reset_peer", "reset_peer", "downstream", timeout=1500)]),
-        Case("slicer", both_ways("slicer", "slicer", average_size=512, size_variation=256, delay=50)),
-        # Every connection is closed after 4 MB of answers.
-        Case("limit_data", [toxic("limit_data", "limit_data", "downstream", bytes=4_000_000)]),
+        # 1 MB/s each way on the one connection: see the docs for the bytes on the wire.
+        Case("bandwidth", both_ways("bandwidth", "bandwidth", rate=1000), client_args=["--connections", "1"]),
+        # Toxiproxy's reset_peer drops the first bytes it sees and resets the connection:
+        # on mid-stream for 3 s, every connection in that time is cut; then it comes off.
+        Case("reset_peer", [toxic("reset_peer", "reset_peer", "downstream", timeout=0)], midstream=True, lasts=3.0,
+             cuts=True),
+        Case("slicer", both_ways("slicer", "slicer", average_size=128, size_variation=96, delay=20)),
+        # Every connection is closed after 1 MB of answers.
+        Case("limit_data", [toxic("limit_data", "limit_data", "downstream", bytes=1_000_000)], cuts=True),
         # Permanent: nothing gets through, and nothing is closed.
         Case("timeout", both_ways("timeout", "timeout", timeout=0), permanent=True, midstream=True,
              retry_for=PERMANENT_RETRY_FOR),
