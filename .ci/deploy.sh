@@ -27,13 +27,12 @@ export CARGO_TERM_COLOR=never
 # What the server side still has to provide. While a switch is on, the check stands in
 # for the missing piece as its step says; turn each off once the binary has it.
 # GAMESOLVER_* variables: while pending, each is passed as its flag instead.
-pending_env=true
+pending_env=false
 # --check-config: while pending, the configuration is started for real (in a private
 # network namespace) and stopped once it listens.
-pending_check_config=true
+pending_check_config=false
 # Series that only have to parse, not to have data.
-pending_series=(process_resident_memory_bytes process_cpu_seconds_total process_open_fds
-    process_max_fds process_start_time_seconds)
+pending_series=()
 
 health_probe_version=v0.4.63
 grpcurl_version=v1.9.3

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::games::nim_square::{check_grundy_values, InvalidGrundyTable};
 use crate::games::GrundyTable;
-use crate::iv_table_file::{directory_exists, write_atomically};
+use crate::iv_table_file::{directory_exists, remove_stale_temporaries, write_atomically};
 
 const MAGIC: [u8; 8] = *b"GSNIMGRU";
 const VERSION: u32 = 1;
@@ -79,6 +79,10 @@ pub fn encode(covered: u64, values: &[u16]) -> Vec<u8> {
 /// Parses and verifies a file's bytes into (covered, values); `path` names it in errors.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<(u64, Vec<u16>), GrundyTableFileError> {
     let damaged = |what: String| GrundyTableFileError::Damaged { path: path.into(), what };
+    if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+        // Empty, or cut inside the magic: a damaged table, not someone else's file.
+        return Err(damaged(format!("{} bytes, shorter than the header", bytes.len())));
+    }
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
         return Err(GrundyTableFileError::BadMagic { path: path.into() });
     }
@@ -140,6 +144,7 @@ impl GrundyTableStore {
     /// exist, a file that cannot be read and one that is not a Grundy table; a damaged
     /// table is only reported, to be recomputed.
     pub fn open(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
+        remove_stale_temporaries(&self.path);
         let io = |source| GrundyTableFileError::Io { path: self.path.clone(), source };
         let bytes = match fs::read(&self.path) {
             Ok(bytes) => bytes,
@@ -217,7 +222,7 @@ mod tests {
         // Every truncation and a flipped bit are refused before anything is loaded.
         let bytes = fs::read(&path).unwrap();
         for len in [0, 7, 8, 27, bytes.len() - 1] {
-            assert!(decode(&bytes[..len], &path).is_err(), "{len} bytes");
+            assert!(matches!(decode(&bytes[..len], &path), Err(GrundyTableFileError::Damaged { .. })), "{len} bytes");
         }
         let mut flipped = bytes.clone();
         flipped[HEADER_BYTES + 10] ^= 1;

@@ -162,6 +162,11 @@ impl IvTableFile {
     /// Parses and verifies the bytes of a table file; `path` only names it in errors.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, IvTableFileError> {
         let path = path.to_path_buf();
+        if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+            // Empty, or cut inside the magic: a damaged table, not someone else's file.
+            let expected = (HEADER_BYTES + CRC_BYTES) as u64;
+            return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
+        }
         if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
             return Err(IvTableFileError::BadMagic { path });
         }
@@ -226,6 +231,30 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&temporary);
     }
     renamed
+}
+
+/// Removes the temporary files that saves of `path` by processes that died mid-save left
+/// beside it (`NAME.tmpPID.N`); those of this process are its own saves in flight.
+pub(crate) fn remove_stale_temporaries(path: &Path) {
+    let (Some(name), directory) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty())) else {
+        return;
+    };
+    let prefix = format!("{}.tmp", name.to_string_lossy());
+    let own = format!("{prefix}{}.", std::process::id());
+    let Ok(entries) = fs::read_dir(directory.unwrap_or(Path::new("."))) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
+        let is_temporary = rest.split_once('.').is_some_and(|(pid, n)| {
+            !pid.is_empty() && !n.is_empty() && pid.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+        });
+        if is_temporary && !file_name.starts_with(&own) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(file = %entry.path().display(), "removed a table save left by a process that died"),
+                Err(err) => tracing::warn!(file = %entry.path().display(), "cannot remove a stale table save: {err}"),
+            }
+        }
+    }
 }
 
 /// Whether a save to `path` could ever succeed: its directory exists.
@@ -345,6 +374,7 @@ impl IvTableStore {
     /// file that is not a table at all (wrong magic: it is someone else's, and saving
     /// would overwrite it); a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
+        remove_stale_temporaries(&self.path);
         match self.load_into(table) {
             Ok(covered) => Ok(Opened::Loaded(covered)),
             Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
@@ -414,15 +444,30 @@ mod tests {
     fn every_truncation_is_rejected() {
         let bytes = table().encode();
         for len in [0, 7, 8, 20, HEADER_BYTES, HEADER_BYTES + 4, bytes.len() / 2, bytes.len() - 1] {
+            // Cut anywhere, even inside the magic, it is a damaged table (recomputed),
+            // not someone else's file (refused).
             let err = decode(&bytes[..len]).unwrap_err();
-            assert!(
-                matches!(err, IvTableFileError::BadMagic { .. } | IvTableFileError::BadLength { .. }),
-                "len {len}: {err}"
-            );
+            assert!(matches!(err, IvTableFileError::BadLength { .. }), "len {len}: {err}");
         }
         let mut padded = bytes.clone();
         padded.push(0);
         assert!(matches!(decode(&padded), Err(IvTableFileError::BadLength { .. })));
+    }
+
+    #[test]
+    fn an_empty_file_is_recomputed_and_saves_left_by_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iv.table");
+        fs::write(&path, b"").unwrap();
+        let stale = [dir.path().join("iv.table.tmp4000000.0"), dir.path().join("iv.table.tmp12.3")];
+        let kept = [dir.path().join("iv.table.tmpx.1"), dir.path().join("other.table.tmp12.3")];
+        for file in stale.iter().chain(&kept) {
+            fs::write(file, b"partial").unwrap();
+        }
+        let table = StoneGameIvTable::new(1000);
+        assert!(matches!(IvTableStore::new(&path).open(&table), Ok(Opened::Untrusted(IvTableFileError::BadLength { .. }))));
+        assert!(stale.iter().all(|file| !file.exists()), "stale saves removed");
+        assert!(kept.iter().all(|file| file.exists()), "nothing else touched");
     }
 
     #[test]
