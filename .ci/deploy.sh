@@ -109,11 +109,16 @@ build() {
     file -L "$server_bin" | grep -q 'static' || fail "$server_bin is not statically linked: $(file -L "$server_bin")"
     ! readelf -d "$server_bin" | grep -q NEEDED || fail "$server_bin needs shared libraries"
     "$server_bin" --help >"$work/help.txt"
-    if ! $pending_env && ! grep -q 'env: GAMESOLVER_LISTEN' "$work/help.txt"; then
-        fail "the server takes no GAMESOLVER_* variables; pending_env=true until it does"
+    # The pending switches against what the binary has.
+    if grep -q 'env: GAMESOLVER_LISTEN' "$work/help.txt"; then
+        ! $pending_env || log "note: the server takes GAMESOLVER_* variables now: set pending_env=false"
+    else
+        $pending_env || fail "the server takes no GAMESOLVER_* variables; pending_env=true until it does"
     fi
-    if ! $pending_check_config && ! grep -q -- '--check-config' "$work/help.txt"; then
-        fail "the server has no --check-config; pending_check_config=true until it has"
+    if grep -q -- '--check-config' "$work/help.txt"; then
+        ! $pending_check_config || log "note: the server has --check-config now: set pending_check_config=false"
+    else
+        $pending_check_config || fail "the server has no --check-config; pending_check_config=true until it has"
     fi
 }
 
