@@ -222,7 +222,10 @@ mod tests {
         // Every truncation and a flipped bit are refused before anything is loaded.
         let bytes = fs::read(&path).unwrap();
         for len in [0, 7, 8, 27, bytes.len() - 1] {
-            assert!(matches!(decode(&bytes[..len], &path), Err(GrundyTableFileError::Damaged { .. })), "{len} bytes");
+            assert!(
+                matches!(decode(&bytes[..len], &path), Err(GrundyTableFileError::Damaged { .. })),
+                "{len} bytes"
+            );
         }
         let mut flipped = bytes.clone();
         flipped[HEADER_BYTES + 10] ^= 1;

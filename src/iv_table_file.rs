@@ -236,7 +236,8 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Removes the temporary files that saves of `path` by processes that died mid-save left
 /// beside it (`NAME.tmpPID.N`); those of this process are its own saves in flight.
 pub(crate) fn remove_stale_temporaries(path: &Path) {
-    let (Some(name), directory) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty())) else {
+    let (Some(name), directory) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty()))
+    else {
         return;
     };
     let prefix = format!("{}.tmp", name.to_string_lossy());
@@ -250,8 +251,12 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
         });
         if is_temporary && !file_name.starts_with(&own) {
             match fs::remove_file(entry.path()) {
-                Ok(()) => tracing::info!(file = %entry.path().display(), "removed a table save left by a process that died"),
-                Err(err) => tracing::warn!(file = %entry.path().display(), "cannot remove a stale table save: {err}"),
+                Ok(()) => {
+                    tracing::info!(file = %entry.path().display(), "removed a table save left by a process that died")
+                }
+                Err(err) => {
+                    tracing::warn!(file = %entry.path().display(), "cannot remove a stale table save: {err}")
+                }
             }
         }
     }
@@ -465,7 +470,10 @@ mod tests {
             fs::write(file, b"partial").unwrap();
         }
         let table = StoneGameIvTable::new(1000);
-        assert!(matches!(IvTableStore::new(&path).open(&table), Ok(Opened::Untrusted(IvTableFileError::BadLength { .. }))));
+        assert!(matches!(
+            IvTableStore::new(&path).open(&table),
+            Ok(Opened::Untrusted(IvTableFileError::BadLength { .. }))
+        ));
         assert!(stale.iter().all(|file| !file.exists()), "stale saves removed");
         assert!(kept.iter().all(|file| file.exists()), "nothing else touched");
     }

@@ -11,7 +11,10 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 fn nim(id: &str, piles: &[u64]) -> pb::Problem {
-    pb::Problem { id: id.into(), game: Some(pb::problem::Game::NimSquare(pb::NimSquare { piles: piles.to_vec() })) }
+    pb::Problem {
+        id: id.into(),
+        game: Some(pb::problem::Game::NimSquare(pb::NimSquare { piles: piles.to_vec() })),
+    }
 }
 
 fn nim_move(solution: &pb::Solution) -> Option<(u64, u64)> {
@@ -31,7 +34,8 @@ async fn a_three_pile_position_is_answered_with_its_move_and_nim_value_on_every_
     assert_eq!(solution.winner, pb::Winner::Alice as i32);
     assert_eq!((solution.nim_value, nim_move(&solution)), (Some(52), Some((2, 14_400))));
 
-    let batch = pb::SolveBatchRequest { problems: vec![pinned.clone(), nim("one", &[2])], winner_only: false };
+    let batch =
+        pb::SolveBatchRequest { problems: vec![pinned.clone(), nim("one", &[2])], winner_only: false };
     let solutions = client.solve_batch(batch).await.unwrap().into_inner().solutions;
     assert_eq!(solutions[0], solution);
     // A one-pile problem reads the pile's Grundy value: g(2) = 0, so Bob wins.
@@ -43,7 +47,10 @@ async fn a_three_pile_position_is_answered_with_its_move_and_nim_value_on_every_
 
     // The JSON spelling a caller sees.
     let json = serde_json::to_string(&solution).unwrap();
-    assert!(json.contains(r#""nimValue":52"#) && json.contains(r#""nimSquare":{"pile":"2","take":"14400"}"#), "{json}");
+    assert!(
+        json.contains(r#""nimValue":52"#) && json.contains(r#""nimSquare":{"pile":"2","take":"14400"}"#),
+        "{json}"
+    );
 }
 
 #[tokio::test]

@@ -203,14 +203,14 @@ impl Metrics {
         text
     }
 
-    /// Records one Nim Square table extension of `seconds`, by what asked for it.
-    pub(crate) fn observe_grundy_extension(&self, cause: &'static str, seconds: f64) {
-        self.inner.grundy_extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
-    }
-
-    /// Records one Stone Game IV extension of `seconds`, by what asked for it.
-    pub(crate) fn observe_iv_extension(&self, cause: &'static str, seconds: f64) {
-        self.inner.iv_extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
+    /// Records one extension of `game`'s table of `seconds`, by what asked for it.
+    pub(crate) fn observe_extension(&self, game: GameKind, cause: &'static str, seconds: f64) {
+        let extensions = match game {
+            GameKind::StoneGameIv => &self.inner.iv_extensions,
+            GameKind::NimSquare => &self.inner.grundy_extensions,
+            GameKind::SumGame | GameKind::StoneGameIx => return,
+        };
+        extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
     }
 
     /// Counts an accepted connection and keeps it counted as open until the guard drops.
@@ -244,11 +244,7 @@ impl SolveObserver for Metrics {
     }
 
     fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64) {
-        match game {
-            GameKind::StoneGameIv => self.observe_iv_extension(cause, seconds),
-            GameKind::NimSquare => self.observe_grundy_extension(cause, seconds),
-            GameKind::SumGame | GameKind::StoneGameIx => {}
-        }
+        self.observe_extension(game, cause, seconds);
     }
 }
 

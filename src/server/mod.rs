@@ -21,22 +21,20 @@ use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::{GameSolverService, Solver};
-use grundy_table::GrundyTableLifecycle;
-use iv_table::IvTableLifecycle;
 use metrics::Metrics as ServerMetrics;
+use tables::TableLifecycle;
 
 mod accept;
 pub mod config;
 mod connection_state;
 mod connections;
 mod grpc_codes;
-mod grundy_table;
-mod iv_table;
 mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
 mod process_metrics;
+mod tables;
 pub mod tls;
 mod transport;
 
@@ -89,8 +87,8 @@ pub struct Server {
     metrics_listener: Option<TcpListener>,
     tls: Option<Arc<ReloadableTls>>,
     tables: Arc<Tables>,
-    iv_table: IvTableLifecycle,
-    grundy_table: GrundyTableLifecycle,
+    iv_table: TableLifecycle<StoneGameIvTable>,
+    grundy_table: TableLifecycle<crate::games::GrundyTable>,
     metrics: ServerMetrics,
 }
 
@@ -110,14 +108,13 @@ impl Server {
         let tables = Arc::new(Tables::new(config.iv_table.max_n, config.grundy_table.max_n));
         let metrics = ServerMetrics::new(Arc::clone(&tables));
         let iv_table =
-            IvTableLifecycle::open(Arc::clone(&tables.iv), config.iv_table.file.clone(), metrics.clone())
+            TableLifecycle::open(Arc::clone(&tables.iv), config.iv_table.file.clone(), metrics.clone())
                 .await
                 .map_err(ServeError::IvTable)?;
         let grundy_file = config.grundy_table.file.clone();
-        let grundy_table =
-            GrundyTableLifecycle::open(Arc::clone(&tables.grundy), grundy_file, metrics.clone())
-                .await
-                .map_err(ServeError::GrundyTable)?;
+        let grundy_table = TableLifecycle::open(Arc::clone(&tables.grundy), grundy_file, metrics.clone())
+            .await
+            .map_err(ServeError::GrundyTable)?;
         let bind = |addr: SocketAddr, what: &'static str| async move {
             TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, what, source })
         };
