@@ -390,6 +390,7 @@ const VARINT_3: u8 = 3 << 3;
 const LEN_3: u8 = 3 << 3 | 2;
 const LEN_4: u8 = 4 << 3 | 2;
 const LEN_5: u8 = 5 << 3 | 2;
+const VARINT_6: u8 = 6 << 3;
 
 /// `SolveBatchRequest` and `SolveBatchStreamRequest`: `repeated Problem problems = 1;
 /// bool winner_only = 2;`.
@@ -440,14 +441,14 @@ fn count_messages(bytes: &[u8]) -> Option<usize> {
 }
 
 /// `Problem`: `string id = 1; oneof game { SumGame sum_game = 2; StoneGameIx stone_game_ix
-/// = 3; StoneGameIv stone_game_iv = 4; }`.
+/// = 3; StoneGameIv stone_game_iv = 4; NimSquare nim_square = 5; }`.
 fn problem(bytes: &[u8]) -> Option<pb::Problem> {
     use pb::problem::Game as G;
     let mut problem = pb::Problem::default();
     let mut fields = Fields(bytes);
     while let Some(key) = fields.key() {
         let value = match key {
-            LEN_1 | LEN_2 | LEN_3 | LEN_4 => fields.len_delimited()?,
+            LEN_1 | LEN_2 | LEN_3 | LEN_4 | LEN_5 => fields.len_delimited()?,
             _ => return None,
         };
         // prost merges a game given twice into the first: left to it.
@@ -458,14 +459,15 @@ fn problem(bytes: &[u8]) -> Option<pb::Problem> {
             LEN_1 => problem.id = string(value)?,
             LEN_2 => problem.game = Some(G::SumGame(pb::SumGame { num: only_string(value)? })),
             LEN_3 => problem.game = Some(G::StoneGameIx(pb::StoneGameIx { stones: only_packed(value)? })),
-            _ => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
+            LEN_4 => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
+            _ => problem.game = Some(G::NimSquare(pb::NimSquare { piles: only_packed(value)? })),
         }
     }
     Some(problem)
 }
 
 /// `Solution`: `string id = 1; bool alice_wins = 2; Winner winner = 3; Move winning_move
-/// = 4; SolutionError error = 5;`. An error is decoded by prost: it is rare, and its map
+/// = 4; SolutionError error = 5; optional uint32 nim_value = 6;`. An error is decoded by prost: it is rare, and its map
 /// is not worth a second reader.
 fn solution(bytes: &[u8]) -> Option<pb::Solution> {
     let mut solution = pb::Solution::default();
@@ -482,6 +484,8 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
             LEN_5 if solution.error.is_none() => {
                 solution.error = Some(Box::new(pb::SolutionError::decode(fields.len_delimited()?).ok()?));
             }
+            // prost reads a uint32 as the low 32 bits of the varint.
+            VARINT_6 => solution.nim_value = Some(fields.varint()? as u32),
             _ => return None,
         }
     }
@@ -489,7 +493,7 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
 }
 
 /// `Move`: `oneof game { SumGameMove sum_game = 1; StoneGameIxMove stone_game_ix = 2;
-/// StoneGameIvMove stone_game_iv = 3; }`.
+/// StoneGameIvMove stone_game_iv = 3; NimSquareMove nim_square = 4; }`.
 fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
     use pb::r#move::Game as G;
     let mut fields = Fields(bytes);
@@ -502,6 +506,7 @@ fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
         Some(LEN_3) => {
             Some(G::StoneGameIv(pb::StoneGameIvMove { take: only_varint(fields.len_delimited()?)? }))
         }
+        Some(LEN_4) => Some(G::NimSquare(nim_square_move(fields.len_delimited()?)?)),
         Some(_) => return None,
     };
     fields.0.is_empty().then_some(pb::Move { game })
@@ -520,6 +525,20 @@ fn sum_game_move(bytes: &[u8]) -> Option<pb::SumGameMove> {
         }
     }
     Some(sum_move)
+}
+
+/// `NimSquareMove`: `uint64 pile = 1; uint64 take = 2;`.
+fn nim_square_move(bytes: &[u8]) -> Option<pb::NimSquareMove> {
+    let mut nim_move = pb::NimSquareMove::default();
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            VARINT_1 => nim_move.pile = fields.varint()?,
+            VARINT_2 => nim_move.take = fields.varint()?,
+            _ => return None,
+        }
+    }
+    Some(nim_move)
 }
 
 /// A message of at most one field, keyed `key` and read by `read`; an empty one is the
