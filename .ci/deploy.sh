@@ -463,12 +463,12 @@ EOF
     pids+=($!)
     wait_for "Prometheus ready" 60 in_net "$image_pid" curl -fsS "http://$prom/-/ready"
 
-    # Load: the bulk client (its example has one bad line: exit 1), a larger generated
-    # file, and calls that fail, so that error series exist.
+    # Load: the bulk client (the example of bad lines: exit 1), a larger generated file
+    # with every game, and calls that fail, so that error series exist.
     local address=http://127.0.0.1:50051
-    "$client_bin" gen --count 200000 --seed 7 -o "$work/problems.jsonl"
-    in_net "$image_pid" "$client_bin" solve examples/problems.jsonl --server "$address" -q -o /dev/null &&
-        fail "the client found no bad line in examples/problems.jsonl"
+    "$client_bin" gen --count 200000 --seed 7 --mix sum=4,ix=4,iv=2,nim=1 -o "$work/problems.jsonl"
+    in_net "$image_pid" "$client_bin" solve examples/errors.jsonl --server "$address" -q -o /dev/null &&
+        fail "the client found no bad line in examples/errors.jsonl"
     in_net "$image_pid" "$client_bin" solve "$work/problems.jsonl" --server "$address" -q -o /dev/null
     in_net "$image_pid" "$grpcurl" -plaintext -d '{"problem":{"sumGame":{"num":"2x"}}}' \
         127.0.0.1:50051 "$service/Solve" >/dev/null 2>&1 && fail "Solve of a bad problem succeeded"

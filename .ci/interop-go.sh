@@ -83,7 +83,7 @@ done
 # --- the server, and the checks ---------------------------------------------------------
 log "cargo build --bins"
 cargo build --quiet --bins
-"$target/debug/gamesolver-client" gen --count 3000 --seed 11 --iv-n 0..200000 -o "$work/generated.jsonl"
+"$target/debug/gamesolver-client" gen --count 3000 --seed 11 --iv-n 0..200000 --mix sum=4,ix=4,iv=2,nim=2 -o "$work/generated.jsonl"
 
 start_server main
 main_addr=$server_addr

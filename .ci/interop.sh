@@ -24,7 +24,7 @@ server="$target/debug/gamesolver-server"
 client="$target/debug/gamesolver-client"
 "$venv/bin/python" tests/interop/crosscheck.py "$server" "$client" examples/problems.jsonl
 generated="$target/interop-generated.jsonl"
-"$client" gen --count 3000 --seed 11 --iv-n 0..200000 -o "$generated"
+"$client" gen --count 3000 --seed 11 --iv-n 0..200000 --mix sum=4,ix=4,iv=2,nim=2 -o "$generated"
 "$venv/bin/python" tests/interop/crosscheck.py "$server" "$client" "$generated"
 
 # The package's example, as its README shows it, against a server of its own (stopped on

@@ -144,6 +144,7 @@ solve-batch-1000|--call $svc/SolveBatch -D $g/batch-1000.json -c $heavy_concurre
 solve-stream-100|--call $svc/SolveStream -D $d/solve-templated.json --stream-dynamic-messages --stream-call-count $stream_count -c $heavy_concurrency|$stream_count
 solve-batch-stream-10x1000|--call $svc/SolveBatchStream -D $g/batch-1000.json --stream-call-count $batch_stream_count -c $heavy_concurrency|$((batch_stream_count * 1000))
 solve-sum-game-1e6|--call $svc/Solve -D $g/sum-game-1e6.json -c $heavy_concurrency|1
+solve-nim-square|--call $svc/Solve -D $d/solve-nim.json -c $concurrency|1
 EOF
 }
 
@@ -169,6 +170,7 @@ sample_answers() {
     rm -rf "$dir" && mkdir -p "$dir"
     "$ghz" --insecure --call $svc/Solve -D "$d/solve-templated.json" -n 90 -c 1 --debug "$dir/solve.log" "$server_addr" >/dev/null
     "$ghz" --insecure --call $svc/Solve -D "$g/sum-game-1e6.json" -n 1 -c 1 --debug "$dir/big.log" "$server_addr" >/dev/null
+    "$ghz" --insecure --call $svc/Solve -D "$d/solve-nim.json" -n 30 -c 1 --debug "$dir/nim.log" "$server_addr" >/dev/null
     "$ghz" --insecure --call $svc/SolveBatch -D "$g/batch-1000.json" -n 1 -c 1 --debug "$dir/batch.log" "$server_addr" >/dev/null
     "$ghz" --insecure --call $svc/SolveStream -D "$d/solve-templated.json" --stream-dynamic-messages \
         --stream-call-count 30 -n 2 -c 1 --debug "$dir/stream.log" "$server_addr" >/dev/null

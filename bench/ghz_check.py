@@ -173,6 +173,41 @@ def check_stone_game_iv(n, solution):
     expect(not STONE_GAME_IV.alice_wins(n - take), "the move wins", n, solution)
 
 
+class NimSquare:
+    """Grundy values of the square-subtraction game, by the plain dynamic programme."""
+
+    def __init__(self):
+        self.values = [0]
+
+    def value(self, n):
+        while n >= len(self.values):
+            m = len(self.values)
+            seen = {self.values[m - k * k] for k in range(1, int(m ** 0.5) + 1)}
+            self.values.append(next(v for v in range(len(seen) + 1) if v not in seen))
+        return self.values[n]
+
+
+NIM_SQUARE = NimSquare()
+
+
+def check_nim_square(piles, solution):
+    nim_value = 0
+    for n in piles:
+        nim_value ^= NIM_SQUARE.value(n)
+    expect(int(solution["nim_value"] or 0) == nim_value, "nim value", piles, solution)
+    expect(solution["alice_wins"] == (nim_value != 0), "winner", piles, solution)
+    move = solution["move"]
+    if nim_value == 0:
+        expect(move is None, "no move expected", piles, solution)
+        return
+    pile, take = int(move["nim_square"].get("pile", 0)), int(move["nim_square"]["take"])
+    root = int(take ** 0.5 + 0.5)
+    expect(pile < len(piles) and take > 0 and root * root == take and take <= piles[pile], "a legal move",
+           piles, solution)
+    after = nim_value ^ NIM_SQUARE.value(piles[pile]) ^ NIM_SQUARE.value(piles[pile] - take)
+    expect(after == 0, "the move wins", piles, solution)
+
+
 class WrongAnswer(Exception):
     pass
 
@@ -198,7 +233,7 @@ def normalise(value):
     return value
 
 
-REPEATED = {"stones", "problems", "solutions"}
+REPEATED = {"stones", "piles", "problems", "solutions"}
 TOKEN = re.compile(r'\s*(?:(<|>|\{|\})|([A-Za-z_][A-Za-z0-9_]*)\s*:?|("(?:[^"\\]|\\.)*")|(-?[0-9][0-9.eE+-]*))')
 
 
@@ -247,6 +282,7 @@ def solution_of(raw):
         "winner": raw.get("winner"),
         "move": raw.get("winning_move"),
         "error": raw.get("error"),
+        "nim_value": raw.get("nim_value"),
     }
 
 
@@ -262,6 +298,8 @@ def check_pair(problem, raw_solution):
         check_stone_game_ix([int(s) for s in problem["stone_game_ix"].get("stones", [])], solution)
     elif "stone_game_iv" in problem:
         check_stone_game_iv(int(problem["stone_game_iv"].get("n", 0)), solution)
+    elif "nim_square" in problem:
+        check_nim_square([int(n) for n in problem["nim_square"].get("piles", [])], solution)
     else:
         expect(False, "a known game", problem, solution)
 

@@ -160,7 +160,7 @@ func (x SolutionError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SolutionError_Code.Descriptor instead.
 func (SolutionError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{17, 0}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // The request of Solve.
@@ -584,6 +584,7 @@ type Problem struct {
 	//	*Problem_SumGame
 	//	*Problem_StoneGameIx
 	//	*Problem_StoneGameIv
+	//	*Problem_NimSquare
 	Game          isProblem_Game `protobuf_oneof:"game"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -660,6 +661,15 @@ func (x *Problem) GetStoneGameIv() *StoneGameIv {
 	return nil
 }
 
+func (x *Problem) GetNimSquare() *NimSquare {
+	if x != nil {
+		if x, ok := x.Game.(*Problem_NimSquare); ok {
+			return x.NimSquare
+		}
+	}
+	return nil
+}
+
 type isProblem_Game interface {
 	isProblem_Game()
 }
@@ -679,11 +689,18 @@ type Problem_StoneGameIv struct {
 	StoneGameIv *StoneGameIv `protobuf:"bytes,4,opt,name=stone_game_iv,json=stoneGameIv,proto3,oneof"`
 }
 
+type Problem_NimSquare struct {
+	// A Nim Square position.
+	NimSquare *NimSquare `protobuf:"bytes,5,opt,name=nim_square,json=nimSquare,proto3,oneof"`
+}
+
 func (*Problem_SumGame) isProblem_Game() {}
 
 func (*Problem_StoneGameIx) isProblem_Game() {}
 
 func (*Problem_StoneGameIv) isProblem_Game() {}
+
+func (*Problem_NimSquare) isProblem_Game() {}
 
 // LeetCode 1927: players fill the '?'s with digits; Bob wins iff both halves sum equal.
 type SumGame struct {
@@ -828,6 +845,57 @@ func (x *StoneGameIv) GetN() uint64 {
 	return 0
 }
 
+// Stone Game IV on several piles (Project Euler 310's "Nim Square"): a move takes a
+// non-zero square number of stones from one pile of the mover's choice; who cannot
+// move loses. By Sprague-Grundy the mover loses exactly when the XOR of the piles'
+// Grundy values is 0.
+type NimSquare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stones in each pile, each 0 up to the server's --grundy-max-n (10^7 by default);
+	// above it OUT_OF_RANGE (reason PILE_ABOVE_LIMIT). No piles at all is allowed (Bob
+	// wins). Bounded in number only by the message limit.
+	Piles         []uint64 `protobuf:"varint,1,rep,packed,name=piles,proto3" json:"piles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NimSquare) Reset() {
+	*x = NimSquare{}
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NimSquare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NimSquare) ProtoMessage() {}
+
+func (x *NimSquare) ProtoReflect() protoreflect.Message {
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NimSquare.ProtoReflect.Descriptor instead.
+func (*NimSquare) Descriptor() ([]byte, []int) {
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NimSquare) GetPiles() []uint64 {
+	if x != nil {
+		return x.Piles
+	}
+	return nil
+}
+
 // The answer to one problem.
 type Solution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -841,14 +909,18 @@ type Solution struct {
 	// after this move, Bob loses against best play. A Sum Game with no '?' has none.
 	WinningMove *Move `protobuf:"bytes,4,opt,name=winning_move,json=winningMove,proto3" json:"winning_move,omitempty"`
 	// Set only when the problem could not be solved; the other fields are then unset.
-	Error         *SolutionError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error *SolutionError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Nim Square only: the position's nim value, the XOR of its piles' Grundy values
+	// (0 exactly when Bob wins). A one-pile problem reads that pile's Grundy value, and a
+	// caller can XOR values to combine positions of its own. Unset for other games.
+	NimValue      *uint32 `protobuf:"varint,6,opt,name=nim_value,json=nimValue,proto3,oneof" json:"nim_value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Solution) Reset() {
 	*x = Solution{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[12]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +932,7 @@ func (x *Solution) String() string {
 func (*Solution) ProtoMessage() {}
 
 func (x *Solution) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[12]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +945,7 @@ func (x *Solution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Solution.ProtoReflect.Descriptor instead.
 func (*Solution) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{12}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Solution) GetId() string {
@@ -911,6 +983,13 @@ func (x *Solution) GetError() *SolutionError {
 	return nil
 }
 
+func (x *Solution) GetNimValue() uint32 {
+	if x != nil && x.NimValue != nil {
+		return *x.NimValue
+	}
+	return 0
+}
+
 // Alice's winning first move.
 type Move struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -921,6 +1000,7 @@ type Move struct {
 	//	*Move_SumGame
 	//	*Move_StoneGameIx
 	//	*Move_StoneGameIv
+	//	*Move_NimSquare
 	Game          isMove_Game `protobuf_oneof:"game"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -928,7 +1008,7 @@ type Move struct {
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[13]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1020,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[13]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1033,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{13}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Move) GetGame() isMove_Game {
@@ -990,6 +1070,15 @@ func (x *Move) GetStoneGameIv() *StoneGameIvMove {
 	return nil
 }
 
+func (x *Move) GetNimSquare() *NimSquareMove {
+	if x != nil {
+		if x, ok := x.Game.(*Move_NimSquare); ok {
+			return x.NimSquare
+		}
+	}
+	return nil
+}
+
 type isMove_Game interface {
 	isMove_Game()
 }
@@ -1009,11 +1098,18 @@ type Move_StoneGameIv struct {
 	StoneGameIv *StoneGameIvMove `protobuf:"bytes,3,opt,name=stone_game_iv,json=stoneGameIv,proto3,oneof"`
 }
 
+type Move_NimSquare struct {
+	// A Nim Square move.
+	NimSquare *NimSquareMove `protobuf:"bytes,4,opt,name=nim_square,json=nimSquare,proto3,oneof"`
+}
+
 func (*Move_SumGame) isMove_Game() {}
 
 func (*Move_StoneGameIx) isMove_Game() {}
 
 func (*Move_StoneGameIv) isMove_Game() {}
+
+func (*Move_NimSquare) isMove_Game() {}
 
 // Fill one '?' of a Sum Game.
 type SumGameMove struct {
@@ -1028,7 +1124,7 @@ type SumGameMove struct {
 
 func (x *SumGameMove) Reset() {
 	*x = SumGameMove{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[14]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1136,7 @@ func (x *SumGameMove) String() string {
 func (*SumGameMove) ProtoMessage() {}
 
 func (x *SumGameMove) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[14]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1149,7 @@ func (x *SumGameMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SumGameMove.ProtoReflect.Descriptor instead.
 func (*SumGameMove) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{14}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SumGameMove) GetIndex() uint64 {
@@ -1081,7 +1177,7 @@ type StoneGameIxMove struct {
 
 func (x *StoneGameIxMove) Reset() {
 	*x = StoneGameIxMove{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[15]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1189,7 @@ func (x *StoneGameIxMove) String() string {
 func (*StoneGameIxMove) ProtoMessage() {}
 
 func (x *StoneGameIxMove) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[15]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1202,7 @@ func (x *StoneGameIxMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoneGameIxMove.ProtoReflect.Descriptor instead.
 func (*StoneGameIxMove) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{15}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StoneGameIxMove) GetIndex() uint64 {
@@ -1127,7 +1223,7 @@ type StoneGameIvMove struct {
 
 func (x *StoneGameIvMove) Reset() {
 	*x = StoneGameIvMove{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[16]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1235,7 @@ func (x *StoneGameIvMove) String() string {
 func (*StoneGameIvMove) ProtoMessage() {}
 
 func (x *StoneGameIvMove) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[16]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,10 +1248,67 @@ func (x *StoneGameIvMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoneGameIvMove.ProtoReflect.Descriptor instead.
 func (*StoneGameIvMove) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{16}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StoneGameIvMove) GetTake() uint64 {
+	if x != nil {
+		return x.Take
+	}
+	return 0
+}
+
+// Take stones from one pile of a Nim Square position.
+type NimSquareMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index (0-based) in `piles` of the pile to take from: the first pile that has a
+	// winning move.
+	Pile uint64 `protobuf:"varint,1,opt,name=pile,proto3" json:"pile,omitempty"`
+	// The number of stones to take: the smallest non-zero square that leaves a position
+	// whose nim value is 0.
+	Take          uint64 `protobuf:"varint,2,opt,name=take,proto3" json:"take,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NimSquareMove) Reset() {
+	*x = NimSquareMove{}
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NimSquareMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NimSquareMove) ProtoMessage() {}
+
+func (x *NimSquareMove) ProtoReflect() protoreflect.Message {
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NimSquareMove.ProtoReflect.Descriptor instead.
+func (*NimSquareMove) Descriptor() ([]byte, []int) {
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NimSquareMove) GetPile() uint64 {
+	if x != nil {
+		return x.Pile
+	}
+	return 0
+}
+
+func (x *NimSquareMove) GetTake() uint64 {
 	if x != nil {
 		return x.Take
 	}
@@ -1187,7 +1340,7 @@ type SolutionError struct {
 
 func (x *SolutionError) Reset() {
 	*x = SolutionError{}
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[17]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1352,7 @@ func (x *SolutionError) String() string {
 func (*SolutionError) ProtoMessage() {}
 
 func (x *SolutionError) ProtoReflect() protoreflect.Message {
-	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[17]
+	mi := &file_gamesolver_v1_gamesolver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1365,7 @@ func (x *SolutionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SolutionError.ProtoReflect.Descriptor instead.
 func (*SolutionError) Descriptor() ([]byte, []int) {
-	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{17}
+	return file_gamesolver_v1_gamesolver_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SolutionError) GetCode() SolutionError_Code {
@@ -1278,30 +1431,39 @@ const file_gamesolver_v1_gamesolver_proto_rawDesc = "" +
 	"\vwinner_only\x18\x02 \x01(\bR\n" +
 	"winnerOnly\"Q\n" +
 	"\x18SolveBatchStreamResponse\x125\n" +
-	"\tsolutions\x18\x01 \x03(\v2\x17.gamesolver.v1.SolutionR\tsolutions\"\xda\x01\n" +
+	"\tsolutions\x18\x01 \x03(\v2\x17.gamesolver.v1.SolutionR\tsolutions\"\x95\x02\n" +
 	"\aProblem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\bsum_game\x18\x02 \x01(\v2\x16.gamesolver.v1.SumGameH\x00R\asumGame\x12@\n" +
 	"\rstone_game_ix\x18\x03 \x01(\v2\x1a.gamesolver.v1.StoneGameIxH\x00R\vstoneGameIx\x12@\n" +
-	"\rstone_game_iv\x18\x04 \x01(\v2\x1a.gamesolver.v1.StoneGameIvH\x00R\vstoneGameIvB\x06\n" +
+	"\rstone_game_iv\x18\x04 \x01(\v2\x1a.gamesolver.v1.StoneGameIvH\x00R\vstoneGameIv\x129\n" +
+	"\n" +
+	"nim_square\x18\x05 \x01(\v2\x18.gamesolver.v1.NimSquareH\x00R\tnimSquareB\x06\n" +
 	"\x04game\"\x1b\n" +
 	"\aSumGame\x12\x10\n" +
 	"\x03num\x18\x01 \x01(\tR\x03num\"%\n" +
 	"\vStoneGameIx\x12\x16\n" +
 	"\x06stones\x18\x01 \x03(\x04R\x06stones\"\x1b\n" +
 	"\vStoneGameIv\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x04R\x01n\"\xd4\x01\n" +
+	"\x01n\x18\x01 \x01(\x04R\x01n\"!\n" +
+	"\tNimSquare\x12\x14\n" +
+	"\x05piles\x18\x01 \x03(\x04R\x05piles\"\x84\x02\n" +
 	"\bSolution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"alice_wins\x18\x02 \x01(\bR\taliceWins\x12-\n" +
 	"\x06winner\x18\x03 \x01(\x0e2\x15.gamesolver.v1.WinnerR\x06winner\x126\n" +
 	"\fwinning_move\x18\x04 \x01(\v2\x13.gamesolver.v1.MoveR\vwinningMove\x122\n" +
-	"\x05error\x18\x05 \x01(\v2\x1c.gamesolver.v1.SolutionErrorR\x05error\"\xd3\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\x1c.gamesolver.v1.SolutionErrorR\x05error\x12 \n" +
+	"\tnim_value\x18\x06 \x01(\rH\x00R\bnimValue\x88\x01\x01B\f\n" +
+	"\n" +
+	"_nim_value\"\x92\x02\n" +
 	"\x04Move\x127\n" +
 	"\bsum_game\x18\x01 \x01(\v2\x1a.gamesolver.v1.SumGameMoveH\x00R\asumGame\x12D\n" +
 	"\rstone_game_ix\x18\x02 \x01(\v2\x1e.gamesolver.v1.StoneGameIxMoveH\x00R\vstoneGameIx\x12D\n" +
-	"\rstone_game_iv\x18\x03 \x01(\v2\x1e.gamesolver.v1.StoneGameIvMoveH\x00R\vstoneGameIvB\x06\n" +
+	"\rstone_game_iv\x18\x03 \x01(\v2\x1e.gamesolver.v1.StoneGameIvMoveH\x00R\vstoneGameIv\x12=\n" +
+	"\n" +
+	"nim_square\x18\x04 \x01(\v2\x1c.gamesolver.v1.NimSquareMoveH\x00R\tnimSquareB\x06\n" +
 	"\x04game\"9\n" +
 	"\vSumGameMove\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
@@ -1309,7 +1471,10 @@ const file_gamesolver_v1_gamesolver_proto_rawDesc = "" +
 	"\x0fStoneGameIxMove\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"%\n" +
 	"\x0fStoneGameIvMove\x12\x12\n" +
-	"\x04take\x18\x01 \x01(\x04R\x04take\"\xec\x03\n" +
+	"\x04take\x18\x01 \x01(\x04R\x04take\"7\n" +
+	"\rNimSquareMove\x12\x12\n" +
+	"\x04pile\x18\x01 \x01(\x04R\x04pile\x12\x12\n" +
+	"\x04take\x18\x02 \x01(\x04R\x04take\"\xec\x03\n" +
 	"\rSolutionError\x125\n" +
 	"\x04code\x18\x01 \x01(\x0e2!.gamesolver.v1.SolutionError.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -1355,7 +1520,7 @@ func file_gamesolver_v1_gamesolver_proto_rawDescGZIP() []byte {
 }
 
 var file_gamesolver_v1_gamesolver_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_gamesolver_v1_gamesolver_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_gamesolver_v1_gamesolver_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_gamesolver_v1_gamesolver_proto_goTypes = []any{
 	(Winner)(0),                      // 0: gamesolver.v1.Winner
 	(SolutionError_Code)(0),          // 1: gamesolver.v1.SolutionError.Code
@@ -1371,47 +1536,51 @@ var file_gamesolver_v1_gamesolver_proto_goTypes = []any{
 	(*SumGame)(nil),                  // 11: gamesolver.v1.SumGame
 	(*StoneGameIx)(nil),              // 12: gamesolver.v1.StoneGameIx
 	(*StoneGameIv)(nil),              // 13: gamesolver.v1.StoneGameIv
-	(*Solution)(nil),                 // 14: gamesolver.v1.Solution
-	(*Move)(nil),                     // 15: gamesolver.v1.Move
-	(*SumGameMove)(nil),              // 16: gamesolver.v1.SumGameMove
-	(*StoneGameIxMove)(nil),          // 17: gamesolver.v1.StoneGameIxMove
-	(*StoneGameIvMove)(nil),          // 18: gamesolver.v1.StoneGameIvMove
-	(*SolutionError)(nil),            // 19: gamesolver.v1.SolutionError
-	nil,                              // 20: gamesolver.v1.SolutionError.MetadataEntry
+	(*NimSquare)(nil),                // 14: gamesolver.v1.NimSquare
+	(*Solution)(nil),                 // 15: gamesolver.v1.Solution
+	(*Move)(nil),                     // 16: gamesolver.v1.Move
+	(*SumGameMove)(nil),              // 17: gamesolver.v1.SumGameMove
+	(*StoneGameIxMove)(nil),          // 18: gamesolver.v1.StoneGameIxMove
+	(*StoneGameIvMove)(nil),          // 19: gamesolver.v1.StoneGameIvMove
+	(*NimSquareMove)(nil),            // 20: gamesolver.v1.NimSquareMove
+	(*SolutionError)(nil),            // 21: gamesolver.v1.SolutionError
+	nil,                              // 22: gamesolver.v1.SolutionError.MetadataEntry
 }
 var file_gamesolver_v1_gamesolver_proto_depIdxs = []int32{
 	10, // 0: gamesolver.v1.SolveRequest.problem:type_name -> gamesolver.v1.Problem
-	14, // 1: gamesolver.v1.SolveResponse.solution:type_name -> gamesolver.v1.Solution
+	15, // 1: gamesolver.v1.SolveResponse.solution:type_name -> gamesolver.v1.Solution
 	10, // 2: gamesolver.v1.SolveBatchRequest.problems:type_name -> gamesolver.v1.Problem
-	14, // 3: gamesolver.v1.SolveBatchResponse.solutions:type_name -> gamesolver.v1.Solution
+	15, // 3: gamesolver.v1.SolveBatchResponse.solutions:type_name -> gamesolver.v1.Solution
 	10, // 4: gamesolver.v1.SolveStreamRequest.problem:type_name -> gamesolver.v1.Problem
-	14, // 5: gamesolver.v1.SolveStreamResponse.solution:type_name -> gamesolver.v1.Solution
+	15, // 5: gamesolver.v1.SolveStreamResponse.solution:type_name -> gamesolver.v1.Solution
 	10, // 6: gamesolver.v1.SolveBatchStreamRequest.problems:type_name -> gamesolver.v1.Problem
-	14, // 7: gamesolver.v1.SolveBatchStreamResponse.solutions:type_name -> gamesolver.v1.Solution
+	15, // 7: gamesolver.v1.SolveBatchStreamResponse.solutions:type_name -> gamesolver.v1.Solution
 	11, // 8: gamesolver.v1.Problem.sum_game:type_name -> gamesolver.v1.SumGame
 	12, // 9: gamesolver.v1.Problem.stone_game_ix:type_name -> gamesolver.v1.StoneGameIx
 	13, // 10: gamesolver.v1.Problem.stone_game_iv:type_name -> gamesolver.v1.StoneGameIv
-	0,  // 11: gamesolver.v1.Solution.winner:type_name -> gamesolver.v1.Winner
-	15, // 12: gamesolver.v1.Solution.winning_move:type_name -> gamesolver.v1.Move
-	19, // 13: gamesolver.v1.Solution.error:type_name -> gamesolver.v1.SolutionError
-	16, // 14: gamesolver.v1.Move.sum_game:type_name -> gamesolver.v1.SumGameMove
-	17, // 15: gamesolver.v1.Move.stone_game_ix:type_name -> gamesolver.v1.StoneGameIxMove
-	18, // 16: gamesolver.v1.Move.stone_game_iv:type_name -> gamesolver.v1.StoneGameIvMove
-	1,  // 17: gamesolver.v1.SolutionError.code:type_name -> gamesolver.v1.SolutionError.Code
-	20, // 18: gamesolver.v1.SolutionError.metadata:type_name -> gamesolver.v1.SolutionError.MetadataEntry
-	2,  // 19: gamesolver.v1.GameSolverService.Solve:input_type -> gamesolver.v1.SolveRequest
-	4,  // 20: gamesolver.v1.GameSolverService.SolveBatch:input_type -> gamesolver.v1.SolveBatchRequest
-	6,  // 21: gamesolver.v1.GameSolverService.SolveStream:input_type -> gamesolver.v1.SolveStreamRequest
-	8,  // 22: gamesolver.v1.GameSolverService.SolveBatchStream:input_type -> gamesolver.v1.SolveBatchStreamRequest
-	3,  // 23: gamesolver.v1.GameSolverService.Solve:output_type -> gamesolver.v1.SolveResponse
-	5,  // 24: gamesolver.v1.GameSolverService.SolveBatch:output_type -> gamesolver.v1.SolveBatchResponse
-	7,  // 25: gamesolver.v1.GameSolverService.SolveStream:output_type -> gamesolver.v1.SolveStreamResponse
-	9,  // 26: gamesolver.v1.GameSolverService.SolveBatchStream:output_type -> gamesolver.v1.SolveBatchStreamResponse
-	23, // [23:27] is the sub-list for method output_type
-	19, // [19:23] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 11: gamesolver.v1.Problem.nim_square:type_name -> gamesolver.v1.NimSquare
+	0,  // 12: gamesolver.v1.Solution.winner:type_name -> gamesolver.v1.Winner
+	16, // 13: gamesolver.v1.Solution.winning_move:type_name -> gamesolver.v1.Move
+	21, // 14: gamesolver.v1.Solution.error:type_name -> gamesolver.v1.SolutionError
+	17, // 15: gamesolver.v1.Move.sum_game:type_name -> gamesolver.v1.SumGameMove
+	18, // 16: gamesolver.v1.Move.stone_game_ix:type_name -> gamesolver.v1.StoneGameIxMove
+	19, // 17: gamesolver.v1.Move.stone_game_iv:type_name -> gamesolver.v1.StoneGameIvMove
+	20, // 18: gamesolver.v1.Move.nim_square:type_name -> gamesolver.v1.NimSquareMove
+	1,  // 19: gamesolver.v1.SolutionError.code:type_name -> gamesolver.v1.SolutionError.Code
+	22, // 20: gamesolver.v1.SolutionError.metadata:type_name -> gamesolver.v1.SolutionError.MetadataEntry
+	2,  // 21: gamesolver.v1.GameSolverService.Solve:input_type -> gamesolver.v1.SolveRequest
+	4,  // 22: gamesolver.v1.GameSolverService.SolveBatch:input_type -> gamesolver.v1.SolveBatchRequest
+	6,  // 23: gamesolver.v1.GameSolverService.SolveStream:input_type -> gamesolver.v1.SolveStreamRequest
+	8,  // 24: gamesolver.v1.GameSolverService.SolveBatchStream:input_type -> gamesolver.v1.SolveBatchStreamRequest
+	3,  // 25: gamesolver.v1.GameSolverService.Solve:output_type -> gamesolver.v1.SolveResponse
+	5,  // 26: gamesolver.v1.GameSolverService.SolveBatch:output_type -> gamesolver.v1.SolveBatchResponse
+	7,  // 27: gamesolver.v1.GameSolverService.SolveStream:output_type -> gamesolver.v1.SolveStreamResponse
+	9,  // 28: gamesolver.v1.GameSolverService.SolveBatchStream:output_type -> gamesolver.v1.SolveBatchStreamResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_gamesolver_v1_gamesolver_proto_init() }
@@ -1423,11 +1592,14 @@ func file_gamesolver_v1_gamesolver_proto_init() {
 		(*Problem_SumGame)(nil),
 		(*Problem_StoneGameIx)(nil),
 		(*Problem_StoneGameIv)(nil),
+		(*Problem_NimSquare)(nil),
 	}
-	file_gamesolver_v1_gamesolver_proto_msgTypes[13].OneofWrappers = []any{
+	file_gamesolver_v1_gamesolver_proto_msgTypes[13].OneofWrappers = []any{}
+	file_gamesolver_v1_gamesolver_proto_msgTypes[14].OneofWrappers = []any{
 		(*Move_SumGame)(nil),
 		(*Move_StoneGameIx)(nil),
 		(*Move_StoneGameIv)(nil),
+		(*Move_NimSquare)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1435,7 +1607,7 @@ func file_gamesolver_v1_gamesolver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gamesolver_v1_gamesolver_proto_rawDesc), len(file_gamesolver_v1_gamesolver_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1egamesolver/v1/gamesolver.proto\x12\rgamesolver.v1\"a\n\x0cSolveRequest\x12\x30\n\x07problem\x18\x01 \x01(\x0b\x32\x16.gamesolver.v1.ProblemR\x07problem\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"D\n\rSolveResponse\x12\x33\n\x08solution\x18\x01 \x01(\x0b\x32\x17.gamesolver.v1.SolutionR\x08solution\"h\n\x11SolveBatchRequest\x12\x32\n\x08problems\x18\x01 \x03(\x0b\x32\x16.gamesolver.v1.ProblemR\x08problems\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"K\n\x12SolveBatchResponse\x12\x35\n\tsolutions\x18\x01 \x03(\x0b\x32\x17.gamesolver.v1.SolutionR\tsolutions\"g\n\x12SolveStreamRequest\x12\x30\n\x07problem\x18\x01 \x01(\x0b\x32\x16.gamesolver.v1.ProblemR\x07problem\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"J\n\x13SolveStreamResponse\x12\x33\n\x08solution\x18\x01 \x01(\x0b\x32\x17.gamesolver.v1.SolutionR\x08solution\"n\n\x17SolveBatchStreamRequest\x12\x32\n\x08problems\x18\x01 \x03(\x0b\x32\x16.gamesolver.v1.ProblemR\x08problems\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"Q\n\x18SolveBatchStreamResponse\x12\x35\n\tsolutions\x18\x01 \x03(\x0b\x32\x17.gamesolver.v1.SolutionR\tsolutions\"\xda\x01\n\x07Problem\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x33\n\x08sum_game\x18\x02 \x01(\x0b\x32\x16.gamesolver.v1.SumGameH\x00R\x07sumGame\x12@\n\rstone_game_ix\x18\x03 \x01(\x0b\x32\x1a.gamesolver.v1.StoneGameIxH\x00R\x0bstoneGameIx\x12@\n\rstone_game_iv\x18\x04 \x01(\x0b\x32\x1a.gamesolver.v1.StoneGameIvH\x00R\x0bstoneGameIvB\x06\n\x04game\"\x1b\n\x07SumGame\x12\x10\n\x03num\x18\x01 \x01(\tR\x03num\"%\n\x0bStoneGameIx\x12\x16\n\x06stones\x18\x01 \x03(\x04R\x06stones\"\x1b\n\x0bStoneGameIv\x12\x0c\n\x01n\x18\x01 \x01(\x04R\x01n\"\xd4\x01\n\x08Solution\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nalice_wins\x18\x02 \x01(\x08R\taliceWins\x12-\n\x06winner\x18\x03 \x01(\x0e\x32\x15.gamesolver.v1.WinnerR\x06winner\x12\x36\n\x0cwinning_move\x18\x04 \x01(\x0b\x32\x13.gamesolver.v1.MoveR\x0bwinningMove\x12\x32\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x1c.gamesolver.v1.SolutionErrorR\x05\x65rror\"\xd3\x01\n\x04Move\x12\x37\n\x08sum_game\x18\x01 \x01(\x0b\x32\x1a.gamesolver.v1.SumGameMoveH\x00R\x07sumGame\x12\x44\n\rstone_game_ix\x18\x02 \x01(\x0b\x32\x1e.gamesolver.v1.StoneGameIxMoveH\x00R\x0bstoneGameIx\x12\x44\n\rstone_game_iv\x18\x03 \x01(\x0b\x32\x1e.gamesolver.v1.StoneGameIvMoveH\x00R\x0bstoneGameIvB\x06\n\x04game\"9\n\x0bSumGameMove\x12\x14\n\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n\x05\x64igit\x18\x02 \x01(\rR\x05\x64igit\"\'\n\x0fStoneGameIxMove\x12\x14\n\x05index\x18\x01 \x01(\x04R\x05index\"%\n\x0fStoneGameIvMove\x12\x12\n\x04take\x18\x01 \x01(\x04R\x04take\"\xec\x03\n\rSolutionError\x12\x35\n\x04\x63ode\x18\x01 \x01(\x0e\x32!.gamesolver.v1.SolutionError.CodeR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n\x05\x66ield\x18\x04 \x01(\tR\x05\x66ield\x12\x46\n\x08metadata\x18\x05 \x03(\x0b\x32*.gamesolver.v1.SolutionError.MetadataEntryR\x08metadata\x1a;\n\rMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xd6\x01\n\x04\x43ode\x12\x14\n\x10\x43ODE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43ODE_CANCELLED\x10\x01\x12\x10\n\x0c\x43ODE_UNKNOWN\x10\x02\x12\x19\n\x15\x43ODE_INVALID_ARGUMENT\x10\x03\x12\x1a\n\x16\x43ODE_DEADLINE_EXCEEDED\x10\x04\x12\x1b\n\x17\x43ODE_RESOURCE_EXHAUSTED\x10\x08\x12\x15\n\x11\x43ODE_OUT_OF_RANGE\x10\x0b\x12\x11\n\rCODE_INTERNAL\x10\r\x12\x14\n\x10\x43ODE_UNAVAILABLE\x10\x0e*B\n\x06Winner\x12\x16\n\x12WINNER_UNSPECIFIED\x10\x00\x12\x10\n\x0cWINNER_ALICE\x10\x01\x12\x0e\n\nWINNER_BOB\x10\x02\x32\xed\x02\n\x11GameSolverService\x12\x42\n\x05Solve\x12\x1b.gamesolver.v1.SolveRequest\x1a\x1c.gamesolver.v1.SolveResponse\x12Q\n\nSolveBatch\x12 .gamesolver.v1.SolveBatchRequest\x1a!.gamesolver.v1.SolveBatchResponse\x12X\n\x0bSolveStream\x12!.gamesolver.v1.SolveStreamRequest\x1a\".gamesolver.v1.SolveStreamResponse(\x01\x30\x01\x12g\n\x10SolveBatchStream\x12&.gamesolver.v1.SolveBatchStreamRequest\x1a\'.gamesolver.v1.SolveBatchStreamResponse(\x01\x30\x01\x42\xa6\x01\n\x11\x63om.gamesolver.v1B\x0fGamesolverProtoP\x01ZBgithub.com/gamesolver/gamesolver/gen/go/gamesolver/v1;gamesolverv1\xa2\x02\x03GXX\xaa\x02\rGamesolver.V1\xba\x02\x02GS\xca\x02\rGamesolver\\V1\xea\x02\x0eGamesolver::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1egamesolver/v1/gamesolver.proto\x12\rgamesolver.v1\"a\n\x0cSolveRequest\x12\x30\n\x07problem\x18\x01 \x01(\x0b\x32\x16.gamesolver.v1.ProblemR\x07problem\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"D\n\rSolveResponse\x12\x33\n\x08solution\x18\x01 \x01(\x0b\x32\x17.gamesolver.v1.SolutionR\x08solution\"h\n\x11SolveBatchRequest\x12\x32\n\x08problems\x18\x01 \x03(\x0b\x32\x16.gamesolver.v1.ProblemR\x08problems\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"K\n\x12SolveBatchResponse\x12\x35\n\tsolutions\x18\x01 \x03(\x0b\x32\x17.gamesolver.v1.SolutionR\tsolutions\"g\n\x12SolveStreamRequest\x12\x30\n\x07problem\x18\x01 \x01(\x0b\x32\x16.gamesolver.v1.ProblemR\x07problem\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"J\n\x13SolveStreamResponse\x12\x33\n\x08solution\x18\x01 \x01(\x0b\x32\x17.gamesolver.v1.SolutionR\x08solution\"n\n\x17SolveBatchStreamRequest\x12\x32\n\x08problems\x18\x01 \x03(\x0b\x32\x16.gamesolver.v1.ProblemR\x08problems\x12\x1f\n\x0bwinner_only\x18\x02 \x01(\x08R\nwinnerOnly\"Q\n\x18SolveBatchStreamResponse\x12\x35\n\tsolutions\x18\x01 \x03(\x0b\x32\x17.gamesolver.v1.SolutionR\tsolutions\"\x95\x02\n\x07Problem\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x33\n\x08sum_game\x18\x02 \x01(\x0b\x32\x16.gamesolver.v1.SumGameH\x00R\x07sumGame\x12@\n\rstone_game_ix\x18\x03 \x01(\x0b\x32\x1a.gamesolver.v1.StoneGameIxH\x00R\x0bstoneGameIx\x12@\n\rstone_game_iv\x18\x04 \x01(\x0b\x32\x1a.gamesolver.v1.StoneGameIvH\x00R\x0bstoneGameIv\x12\x39\n\nnim_square\x18\x05 \x01(\x0b\x32\x18.gamesolver.v1.NimSquareH\x00R\tnimSquareB\x06\n\x04game\"\x1b\n\x07SumGame\x12\x10\n\x03num\x18\x01 \x01(\tR\x03num\"%\n\x0bStoneGameIx\x12\x16\n\x06stones\x18\x01 \x03(\x04R\x06stones\"\x1b\n\x0bStoneGameIv\x12\x0c\n\x01n\x18\x01 \x01(\x04R\x01n\"!\n\tNimSquare\x12\x14\n\x05piles\x18\x01 \x03(\x04R\x05piles\"\x84\x02\n\x08Solution\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nalice_wins\x18\x02 \x01(\x08R\taliceWins\x12-\n\x06winner\x18\x03 \x01(\x0e\x32\x15.gamesolver.v1.WinnerR\x06winner\x12\x36\n\x0cwinning_move\x18\x04 \x01(\x0b\x32\x13.gamesolver.v1.MoveR\x0bwinningMove\x12\x32\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x1c.gamesolver.v1.SolutionErrorR\x05\x65rror\x12 \n\tnim_value\x18\x06 \x01(\rH\x00R\x08nimValue\x88\x01\x01\x42\x0c\n\n_nim_value\"\x92\x02\n\x04Move\x12\x37\n\x08sum_game\x18\x01 \x01(\x0b\x32\x1a.gamesolver.v1.SumGameMoveH\x00R\x07sumGame\x12\x44\n\rstone_game_ix\x18\x02 \x01(\x0b\x32\x1e.gamesolver.v1.StoneGameIxMoveH\x00R\x0bstoneGameIx\x12\x44\n\rstone_game_iv\x18\x03 \x01(\x0b\x32\x1e.gamesolver.v1.StoneGameIvMoveH\x00R\x0bstoneGameIv\x12=\n\nnim_square\x18\x04 \x01(\x0b\x32\x1c.gamesolver.v1.NimSquareMoveH\x00R\tnimSquareB\x06\n\x04game\"9\n\x0bSumGameMove\x12\x14\n\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n\x05\x64igit\x18\x02 \x01(\rR\x05\x64igit\"\'\n\x0fStoneGameIxMove\x12\x14\n\x05index\x18\x01 \x01(\x04R\x05index\"%\n\x0fStoneGameIvMove\x12\x12\n\x04take\x18\x01 \x01(\x04R\x04take\"7\n\rNimSquareMove\x12\x12\n\x04pile\x18\x01 \x01(\x04R\x04pile\x12\x12\n\x04take\x18\x02 \x01(\x04R\x04take\"\xec\x03\n\rSolutionError\x12\x35\n\x04\x63ode\x18\x01 \x01(\x0e\x32!.gamesolver.v1.SolutionError.CodeR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n\x05\x66ield\x18\x04 \x01(\tR\x05\x66ield\x12\x46\n\x08metadata\x18\x05 \x03(\x0b\x32*.gamesolver.v1.SolutionError.MetadataEntryR\x08metadata\x1a;\n\rMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xd6\x01\n\x04\x43ode\x12\x14\n\x10\x43ODE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43ODE_CANCELLED\x10\x01\x12\x10\n\x0c\x43ODE_UNKNOWN\x10\x02\x12\x19\n\x15\x43ODE_INVALID_ARGUMENT\x10\x03\x12\x1a\n\x16\x43ODE_DEADLINE_EXCEEDED\x10\x04\x12\x1b\n\x17\x43ODE_RESOURCE_EXHAUSTED\x10\x08\x12\x15\n\x11\x43ODE_OUT_OF_RANGE\x10\x0b\x12\x11\n\rCODE_INTERNAL\x10\r\x12\x14\n\x10\x43ODE_UNAVAILABLE\x10\x0e*B\n\x06Winner\x12\x16\n\x12WINNER_UNSPECIFIED\x10\x00\x12\x10\n\x0cWINNER_ALICE\x10\x01\x12\x0e\n\nWINNER_BOB\x10\x02\x32\xed\x02\n\x11GameSolverService\x12\x42\n\x05Solve\x12\x1b.gamesolver.v1.SolveRequest\x1a\x1c.gamesolver.v1.SolveResponse\x12Q\n\nSolveBatch\x12 .gamesolver.v1.SolveBatchRequest\x1a!.gamesolver.v1.SolveBatchResponse\x12X\n\x0bSolveStream\x12!.gamesolver.v1.SolveStreamRequest\x1a\".gamesolver.v1.SolveStreamResponse(\x01\x30\x01\x12g\n\x10SolveBatchStream\x12&.gamesolver.v1.SolveBatchStreamRequest\x1a\'.gamesolver.v1.SolveBatchStreamResponse(\x01\x30\x01\x42\xa6\x01\n\x11\x63om.gamesolver.v1B\x0fGamesolverProtoP\x01ZBgithub.com/gamesolver/gamesolver/gen/go/gamesolver/v1;gamesolverv1\xa2\x02\x03GXX\xaa\x02\rGamesolver.V1\xba\x02\x02GS\xca\x02\rGamesolver\\V1\xea\x02\x0eGamesolver::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\021com.gamesolver.v1B\017GamesolverProtoP\001ZBgithub.com/gamesolver/gamesolver/gen/go/gamesolver/v1;gamesolverv1\242\002\003GXX\252\002\rGamesolver.V1\272\002\002GS\312\002\rGamesolver\\V1\352\002\016Gamesolver::V1'
   _globals['_SOLUTIONERROR_METADATAENTRY']._loaded_options = None
   _globals['_SOLUTIONERROR_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_WINNER']._serialized_start=2158
-  _globals['_WINNER']._serialized_end=2224
+  _globals['_WINNER']._serialized_start=2420
+  _globals['_WINNER']._serialized_end=2486
   _globals['_SOLVEREQUEST']._serialized_start=49
   _globals['_SOLVEREQUEST']._serialized_end=146
   _globals['_SOLVERESPONSE']._serialized_start=148
@@ -53,29 +53,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SOLVEBATCHSTREAMRESPONSE']._serialized_start=694
   _globals['_SOLVEBATCHSTREAMRESPONSE']._serialized_end=775
   _globals['_PROBLEM']._serialized_start=778
-  _globals['_PROBLEM']._serialized_end=996
-  _globals['_SUMGAME']._serialized_start=998
-  _globals['_SUMGAME']._serialized_end=1025
-  _globals['_STONEGAMEIX']._serialized_start=1027
-  _globals['_STONEGAMEIX']._serialized_end=1064
-  _globals['_STONEGAMEIV']._serialized_start=1066
-  _globals['_STONEGAMEIV']._serialized_end=1093
-  _globals['_SOLUTION']._serialized_start=1096
-  _globals['_SOLUTION']._serialized_end=1308
-  _globals['_MOVE']._serialized_start=1311
-  _globals['_MOVE']._serialized_end=1522
-  _globals['_SUMGAMEMOVE']._serialized_start=1524
-  _globals['_SUMGAMEMOVE']._serialized_end=1581
-  _globals['_STONEGAMEIXMOVE']._serialized_start=1583
-  _globals['_STONEGAMEIXMOVE']._serialized_end=1622
-  _globals['_STONEGAMEIVMOVE']._serialized_start=1624
-  _globals['_STONEGAMEIVMOVE']._serialized_end=1661
-  _globals['_SOLUTIONERROR']._serialized_start=1664
-  _globals['_SOLUTIONERROR']._serialized_end=2156
-  _globals['_SOLUTIONERROR_METADATAENTRY']._serialized_start=1880
-  _globals['_SOLUTIONERROR_METADATAENTRY']._serialized_end=1939
-  _globals['_SOLUTIONERROR_CODE']._serialized_start=1942
-  _globals['_SOLUTIONERROR_CODE']._serialized_end=2156
-  _globals['_GAMESOLVERSERVICE']._serialized_start=2227
-  _globals['_GAMESOLVERSERVICE']._serialized_end=2592
+  _globals['_PROBLEM']._serialized_end=1055
+  _globals['_SUMGAME']._serialized_start=1057
+  _globals['_SUMGAME']._serialized_end=1084
+  _globals['_STONEGAMEIX']._serialized_start=1086
+  _globals['_STONEGAMEIX']._serialized_end=1123
+  _globals['_STONEGAMEIV']._serialized_start=1125
+  _globals['_STONEGAMEIV']._serialized_end=1152
+  _globals['_NIMSQUARE']._serialized_start=1154
+  _globals['_NIMSQUARE']._serialized_end=1187
+  _globals['_SOLUTION']._serialized_start=1190
+  _globals['_SOLUTION']._serialized_end=1450
+  _globals['_MOVE']._serialized_start=1453
+  _globals['_MOVE']._serialized_end=1727
+  _globals['_SUMGAMEMOVE']._serialized_start=1729
+  _globals['_SUMGAMEMOVE']._serialized_end=1786
+  _globals['_STONEGAMEIXMOVE']._serialized_start=1788
+  _globals['_STONEGAMEIXMOVE']._serialized_end=1827
+  _globals['_STONEGAMEIVMOVE']._serialized_start=1829
+  _globals['_STONEGAMEIVMOVE']._serialized_end=1866
+  _globals['_NIMSQUAREMOVE']._serialized_start=1868
+  _globals['_NIMSQUAREMOVE']._serialized_end=1923
+  _globals['_SOLUTIONERROR']._serialized_start=1926
+  _globals['_SOLUTIONERROR']._serialized_end=2418
+  _globals['_SOLUTIONERROR_METADATAENTRY']._serialized_start=2142
+  _globals['_SOLUTIONERROR_METADATAENTRY']._serialized_end=2201
+  _globals['_SOLUTIONERROR_CODE']._serialized_start=2204
+  _globals['_SOLUTIONERROR_CODE']._serialized_end=2418
+  _globals['_GAMESOLVERSERVICE']._serialized_start=2489
+  _globals['_GAMESOLVERSERVICE']._serialized_end=2854
 # @@protoc_insertion_point(module_scope)

@@ -73,16 +73,18 @@ class SolveBatchStreamResponse(_message.Message):
     def __init__(self, solutions: _Optional[_Iterable[_Union[Solution, _Mapping]]] = ...) -> None: ...
 
 class Problem(_message.Message):
-    __slots__ = ("id", "sum_game", "stone_game_ix", "stone_game_iv")
+    __slots__ = ("id", "sum_game", "stone_game_ix", "stone_game_iv", "nim_square")
     ID_FIELD_NUMBER: _ClassVar[int]
     SUM_GAME_FIELD_NUMBER: _ClassVar[int]
     STONE_GAME_IX_FIELD_NUMBER: _ClassVar[int]
     STONE_GAME_IV_FIELD_NUMBER: _ClassVar[int]
+    NIM_SQUARE_FIELD_NUMBER: _ClassVar[int]
     id: str
     sum_game: SumGame
     stone_game_ix: StoneGameIx
     stone_game_iv: StoneGameIv
-    def __init__(self, id: _Optional[str] = ..., sum_game: _Optional[_Union[SumGame, _Mapping]] = ..., stone_game_ix: _Optional[_Union[StoneGameIx, _Mapping]] = ..., stone_game_iv: _Optional[_Union[StoneGameIv, _Mapping]] = ...) -> None: ...
+    nim_square: NimSquare
+    def __init__(self, id: _Optional[str] = ..., sum_game: _Optional[_Union[SumGame, _Mapping]] = ..., stone_game_ix: _Optional[_Union[StoneGameIx, _Mapping]] = ..., stone_game_iv: _Optional[_Union[StoneGameIv, _Mapping]] = ..., nim_square: _Optional[_Union[NimSquare, _Mapping]] = ...) -> None: ...
 
 class SumGame(_message.Message):
     __slots__ = ("num",)
@@ -102,29 +104,39 @@ class StoneGameIv(_message.Message):
     n: int
     def __init__(self, n: _Optional[int] = ...) -> None: ...
 
+class NimSquare(_message.Message):
+    __slots__ = ("piles",)
+    PILES_FIELD_NUMBER: _ClassVar[int]
+    piles: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, piles: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Solution(_message.Message):
-    __slots__ = ("id", "alice_wins", "winner", "winning_move", "error")
+    __slots__ = ("id", "alice_wins", "winner", "winning_move", "error", "nim_value")
     ID_FIELD_NUMBER: _ClassVar[int]
     ALICE_WINS_FIELD_NUMBER: _ClassVar[int]
     WINNER_FIELD_NUMBER: _ClassVar[int]
     WINNING_MOVE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    NIM_VALUE_FIELD_NUMBER: _ClassVar[int]
     id: str
     alice_wins: bool
     winner: Winner
     winning_move: Move
     error: SolutionError
-    def __init__(self, id: _Optional[str] = ..., alice_wins: _Optional[bool] = ..., winner: _Optional[_Union[Winner, str]] = ..., winning_move: _Optional[_Union[Move, _Mapping]] = ..., error: _Optional[_Union[SolutionError, _Mapping]] = ...) -> None: ...
+    nim_value: int
+    def __init__(self, id: _Optional[str] = ..., alice_wins: _Optional[bool] = ..., winner: _Optional[_Union[Winner, str]] = ..., winning_move: _Optional[_Union[Move, _Mapping]] = ..., error: _Optional[_Union[SolutionError, _Mapping]] = ..., nim_value: _Optional[int] = ...) -> None: ...
 
 class Move(_message.Message):
-    __slots__ = ("sum_game", "stone_game_ix", "stone_game_iv")
+    __slots__ = ("sum_game", "stone_game_ix", "stone_game_iv", "nim_square")
     SUM_GAME_FIELD_NUMBER: _ClassVar[int]
     STONE_GAME_IX_FIELD_NUMBER: _ClassVar[int]
     STONE_GAME_IV_FIELD_NUMBER: _ClassVar[int]
+    NIM_SQUARE_FIELD_NUMBER: _ClassVar[int]
     sum_game: SumGameMove
     stone_game_ix: StoneGameIxMove
     stone_game_iv: StoneGameIvMove
-    def __init__(self, sum_game: _Optional[_Union[SumGameMove, _Mapping]] = ..., stone_game_ix: _Optional[_Union[StoneGameIxMove, _Mapping]] = ..., stone_game_iv: _Optional[_Union[StoneGameIvMove, _Mapping]] = ...) -> None: ...
+    nim_square: NimSquareMove
+    def __init__(self, sum_game: _Optional[_Union[SumGameMove, _Mapping]] = ..., stone_game_ix: _Optional[_Union[StoneGameIxMove, _Mapping]] = ..., stone_game_iv: _Optional[_Union[StoneGameIvMove, _Mapping]] = ..., nim_square: _Optional[_Union[NimSquareMove, _Mapping]] = ...) -> None: ...
 
 class SumGameMove(_message.Message):
     __slots__ = ("index", "digit")
@@ -145,6 +157,14 @@ class StoneGameIvMove(_message.Message):
     TAKE_FIELD_NUMBER: _ClassVar[int]
     take: int
     def __init__(self, take: _Optional[int] = ...) -> None: ...
+
+class NimSquareMove(_message.Message):
+    __slots__ = ("pile", "take")
+    PILE_FIELD_NUMBER: _ClassVar[int]
+    TAKE_FIELD_NUMBER: _ClassVar[int]
+    pile: int
+    take: int
+    def __init__(self, pile: _Optional[int] = ..., take: _Optional[int] = ...) -> None: ...
 
 class SolutionError(_message.Message):
     __slots__ = ("code", "message", "reason", "field", "metadata")

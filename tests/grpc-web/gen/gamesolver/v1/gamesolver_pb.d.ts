@@ -256,6 +256,14 @@ export declare type Problem = Message<"gamesolver.v1.Problem"> & {
      */
     value: StoneGameIv;
     case: "stoneGameIv";
+  } | {
+    /**
+     * A Nim Square position.
+     *
+     * @generated from field: gamesolver.v1.NimSquare nim_square = 5;
+     */
+    value: NimSquare;
+    case: "nimSquare";
   } | { case: undefined; value?: undefined };
 };
 
@@ -331,6 +339,31 @@ export declare type StoneGameIv = Message<"gamesolver.v1.StoneGameIv"> & {
 export declare const StoneGameIvSchema: GenMessage<StoneGameIv>;
 
 /**
+ * Stone Game IV on several piles (Project Euler 310's "Nim Square"): a move takes a
+ * non-zero square number of stones from one pile of the mover's choice; who cannot
+ * move loses. By Sprague-Grundy the mover loses exactly when the XOR of the piles'
+ * Grundy values is 0.
+ *
+ * @generated from message gamesolver.v1.NimSquare
+ */
+export declare type NimSquare = Message<"gamesolver.v1.NimSquare"> & {
+  /**
+   * Stones in each pile, each 0 up to the server's --grundy-max-n (10^7 by default);
+   * above it OUT_OF_RANGE (reason PILE_ABOVE_LIMIT). No piles at all is allowed (Bob
+   * wins). Bounded in number only by the message limit.
+   *
+   * @generated from field: repeated uint64 piles = 1;
+   */
+  piles: bigint[];
+};
+
+/**
+ * Describes the message gamesolver.v1.NimSquare.
+ * Use `create(NimSquareSchema)` to create a new message.
+ */
+export declare const NimSquareSchema: GenMessage<NimSquare>;
+
+/**
  * The answer to one problem.
  *
  * @generated from message gamesolver.v1.Solution
@@ -371,6 +404,15 @@ export declare type Solution = Message<"gamesolver.v1.Solution"> & {
    * @generated from field: gamesolver.v1.SolutionError error = 5;
    */
   error?: SolutionError | undefined;
+
+  /**
+   * Nim Square only: the position's nim value, the XOR of its piles' Grundy values
+   * (0 exactly when Bob wins). A one-pile problem reads that pile's Grundy value, and a
+   * caller can XOR values to combine positions of its own. Unset for other games.
+   *
+   * @generated from field: optional uint32 nim_value = 6;
+   */
+  nimValue?: number | undefined;
 };
 
 /**
@@ -414,6 +456,14 @@ export declare type Move = Message<"gamesolver.v1.Move"> & {
      */
     value: StoneGameIvMove;
     case: "stoneGameIv";
+  } | {
+    /**
+     * A Nim Square move.
+     *
+     * @generated from field: gamesolver.v1.NimSquareMove nim_square = 4;
+     */
+    value: NimSquareMove;
+    case: "nimSquare";
   } | { case: undefined; value?: undefined };
 };
 
@@ -489,6 +539,35 @@ export declare type StoneGameIvMove = Message<"gamesolver.v1.StoneGameIvMove"> &
  * Use `create(StoneGameIvMoveSchema)` to create a new message.
  */
 export declare const StoneGameIvMoveSchema: GenMessage<StoneGameIvMove>;
+
+/**
+ * Take stones from one pile of a Nim Square position.
+ *
+ * @generated from message gamesolver.v1.NimSquareMove
+ */
+export declare type NimSquareMove = Message<"gamesolver.v1.NimSquareMove"> & {
+  /**
+   * Index (0-based) in `piles` of the pile to take from: the first pile that has a
+   * winning move.
+   *
+   * @generated from field: uint64 pile = 1;
+   */
+  pile: bigint;
+
+  /**
+   * The number of stones to take: the smallest non-zero square that leaves a position
+   * whose nim value is 0.
+   *
+   * @generated from field: uint64 take = 2;
+   */
+  take: bigint;
+};
+
+/**
+ * Describes the message gamesolver.v1.NimSquareMove.
+ * Use `create(NimSquareMoveSchema)` to create a new message.
+ */
+export declare const NimSquareMoveSchema: GenMessage<NimSquareMove>;
 
 /**
  * Why one problem of a batch or stream was not solved: the same code, reason, field and
