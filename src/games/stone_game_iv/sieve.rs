@@ -242,7 +242,7 @@ fn for_each_k<'a>(
     // those up to FULL_MIN, the multiples of 5, and those above `sparse_up_to`.
     let visited_from = |i: usize| -> usize {
         let k = first_k + i as u64;
-        if every_k || k <= FULL_MIN || k > lists.sparse_up_to || k % 5 == 0 {
+        if every_k || k <= FULL_MIN || k > lists.sparse_up_to || k.is_multiple_of(5) {
             return i;
         }
         (k.next_multiple_of(5).min(lists.sparse_up_to + 1) - first_k) as usize
