@@ -37,8 +37,9 @@ pub use self::sieve::losing_positions_below;
 pub const DEFAULT_LIMIT: u64 = 1_000_000_000;
 
 /// The largest limit a table accepts: 10^11, ten times the largest table measured
-/// (10^10: about 2 minutes and 0.2 GiB on two cores, `examples/iv_cold.rs`); at this
-/// size the sieve would take about half an hour and its memory near 1 GiB.
+/// (10^10, `examples/iv_cold.rs`; figures in `docs/stone-game-iv.md`). The sieve's time
+/// grows about 16 times a decade, and at this size its memory (the list, the sieve's
+/// copy and the index) is estimated near 0.9 GiB.
 pub const MAX_LIMIT: u64 = 100_000_000_000;
 
 /// A table limit above [`MAX_LIMIT`].
