@@ -51,7 +51,7 @@ pub struct SolverConfig {
     pub stream_in_flight_bytes: usize,
     /// Seconds a stream may send nothing while the server has nothing left to answer
     /// before it ends with DEADLINE_EXCEEDED; 0 is never.
-    #[arg(long, default_value_t = SolverConfig::default().stream_idle_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = SolverConfig::default().stream_idle_timeout)]
     pub stream_idle_timeout: Timeout,
 }
 

@@ -20,7 +20,7 @@ pub struct ServerConfig {
     #[arg(long, default_value_t = ServerConfig::default().listen)]
     pub listen: SocketAddr,
     /// Seconds that in-flight calls get to finish after SIGINT/SIGTERM.
-    #[arg(long = "shutdown-timeout", default_value_t = ServerConfig::default().shutdown_grace)]
+    #[arg(long = "shutdown-timeout", value_name = "SECONDS", default_value_t = ServerConfig::default().shutdown_grace)]
     pub shutdown_grace: Seconds,
     /// Bounds on what clients may hold.
     #[command(flatten, next_help_heading = "Limits")]
@@ -86,13 +86,13 @@ pub struct LimitsConfig {
     pub max_connections_per_peer: usize,
     /// Seconds without a call after which a connection is closed while the server holds
     /// more than 7/8 of --max-connections.
-    #[arg(long, default_value_t = LimitsConfig::default().idle_under_pressure)]
+    #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().idle_under_pressure)]
     pub idle_under_pressure: Seconds,
     /// Seconds a new connection has to finish its handshake and send the HTTP/2 preface.
-    #[arg(long, default_value_t = LimitsConfig::default().handshake_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().handshake_timeout)]
     pub handshake_timeout: Seconds,
     /// Seconds without a call in flight after which a connection is closed; 0 is never.
-    #[arg(long, default_value_t = LimitsConfig::default().connection_idle_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().connection_idle_timeout)]
     pub connection_idle_timeout: Timeout,
     /// Calls in flight on the server (health checks aside); beyond: RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = LimitsConfig::default().max_calls)]
@@ -114,7 +114,7 @@ pub struct LimitsConfig {
     #[arg(long)]
     pub peer_header: Option<http::HeaderName>,
     /// Upper bound in seconds on any call (a client's shorter deadline wins); 0 is none.
-    #[arg(long, default_value_t = LimitsConfig::default().request_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().request_timeout)]
     pub request_timeout: Timeout,
 }
 
@@ -152,11 +152,11 @@ pub struct Http2Config {
     pub http2_connection_window: Option<u32>,
     /// Seconds after which a connection is sent a GOAWAY (its calls finish; the client
     /// reconnects, perhaps to another replica); 0 is never.
-    #[arg(long, default_value_t = Http2Config::default().max_connection_age)]
+    #[arg(long, value_name = "SECONDS", default_value_t = Http2Config::default().max_connection_age)]
     pub max_connection_age: Timeout,
     /// Seconds after --max-connection-age that a connection is closed, calls and all;
     /// 0 is never.
-    #[arg(long, default_value_t = Http2Config::default().max_connection_age_grace)]
+    #[arg(long, value_name = "SECONDS", default_value_t = Http2Config::default().max_connection_age_grace)]
     pub max_connection_age_grace: Timeout,
     /// Compress responses for clients that accept gzip or zstd (requests are always
     /// accepted compressed). Off by default: grpc-go clients offer gzip on every call,
@@ -217,18 +217,18 @@ impl From<super::TlsSettings> for TlsConfig {
 #[derive(Debug, Clone, clap::Args)]
 pub struct IvTableConfig {
     /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "iv-max-n", id = "iv_max_n", default_value_t = IvTableConfig::default().max_n,
+    #[arg(long = "iv-max-n", id = "iv_max_n", value_name = "N", default_value_t = IvTableConfig::default().max_n,
           value_parser = clap::value_parser!(u64).range(..=stone_game_iv::MAX_LIMIT))]
     pub max_n: u64,
     /// Stone Game IV piles classified at start-up, in the background while serving.
     /// None by default: a request grows the table as far as it needs, and a background
     /// sieve would take both cores from every embedded and test server.
-    #[arg(long = "iv-precompute", id = "iv_precompute", default_value_t = IvTableConfig::default().precompute)]
+    #[arg(long = "iv-precompute", id = "iv_precompute", value_name = "N", default_value_t = IvTableConfig::default().precompute)]
     pub precompute: u64,
     /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
     /// directory is missing or it is not a table), saved after the start-up precompute
     /// and at shutdown when the table has grown.
-    #[arg(long = "iv-table", id = "iv_table")]
+    #[arg(long = "iv-table", id = "iv_table", value_name = "PATH")]
     pub file: Option<PathBuf>,
 }
 
@@ -243,17 +243,17 @@ impl Default for IvTableConfig {
 #[derive(Debug, Clone, clap::Args)]
 pub struct GrundyTableConfig {
     /// Largest Nim Square pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "grundy-max-n", id = "grundy_max_n", default_value_t = GrundyTableConfig::default().max_n,
+    #[arg(long = "grundy-max-n", id = "grundy_max_n", value_name = "N", default_value_t = GrundyTableConfig::default().max_n,
           value_parser = clap::value_parser!(u64).range(..=crate::games::nim_square::MAX_LIMIT))]
     pub max_n: u64,
     /// Nim Square piles whose values are computed at start-up, in the background while
     /// serving; none by default (a request grows the table as far as it needs).
-    #[arg(long = "grundy-precompute", id = "grundy_precompute", default_value_t = GrundyTableConfig::default().precompute)]
+    #[arg(long = "grundy-precompute", id = "grundy_precompute", value_name = "N", default_value_t = GrundyTableConfig::default().precompute)]
     pub precompute: u64,
     /// Nim Square table file: loaded at start (recomputed if damaged; refused if its
     /// directory is missing or it is not a table), saved after the start-up precompute
     /// and at shutdown when the table has grown.
-    #[arg(long = "grundy-table", id = "grundy_table")]
+    #[arg(long = "grundy-table", id = "grundy_table", value_name = "PATH")]
     pub file: Option<PathBuf>,
 }
 
@@ -274,10 +274,10 @@ pub struct ObservabilityConfig {
     #[arg(long, default_value_t = ObservabilityConfig::default().metrics_max_connections)]
     pub metrics_max_connections: usize,
     /// Seconds a request to the metrics port has to send its headers, from its first byte.
-    #[arg(long, default_value_t = ObservabilityConfig::default().metrics_header_read_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = ObservabilityConfig::default().metrics_header_read_timeout)]
     pub metrics_header_read_timeout: Seconds,
     /// Seconds a metrics connection may stay open with no request in progress.
-    #[arg(long, default_value_t = ObservabilityConfig::default().metrics_idle_timeout)]
+    #[arg(long, value_name = "SECONDS", default_value_t = ObservabilityConfig::default().metrics_idle_timeout)]
     pub metrics_idle_timeout: Seconds,
 }
 
