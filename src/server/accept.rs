@@ -31,8 +31,8 @@ use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, PollSemaphore};
 use tonic::transport::server::TcpConnectInfo;
 
+use super::admission::{FairShare, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
-use super::limits::{FairShare, SharePolicy};
 use super::log_limit::LogLimiter;
 use super::transport::{Connection, PREFACE};
 

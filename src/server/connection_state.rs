@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::transport::server::TcpConnectInfo;
 
-use super::limits::{FairShare, Share};
+use super::admission::{FairShare, Share};
 
 /// How long a connection whose last call just ended stays open during shutdown, so that
 /// hyper flushes that call's answer before the connection's input ends; hyper's own

@@ -25,6 +25,7 @@ use metrics::Metrics as ServerMetrics;
 use tables::TableLifecycle;
 
 mod accept;
+mod admission;
 pub mod config;
 mod connection_state;
 mod connections;

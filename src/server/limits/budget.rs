@@ -17,7 +17,8 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::inflate::{self, Inflate};
-use super::{units, CallLimits, FairShare, Share, GRPC_HEADER, MESSAGE_COPIES};
+use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
+use crate::server::admission::{FairShare, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.

@@ -8,7 +8,8 @@ use futures::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
-use super::{units, Share, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
+use super::{units, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
+use crate::server::admission::{Refusal, Share};
 
 /// The largest zstd window a request may use (2^24 = 16 MiB; `zstd -19` uses 8 MiB):
 /// the decoder allocates the window a frame asks for before producing any output, so
@@ -67,11 +68,11 @@ impl Inflate {
             let wanted = input_units + units(capacity) * MESSAGE_COPIES;
             if wanted > held.amount() {
                 held.try_grow(wanted - held.amount()).map_err(|refusal| match refusal {
-                    super::Refusal::PeerCap => Status::resource_exhausted(format!(
+                    Refusal::PeerCap => Status::resource_exhausted(format!(
                         "request message inflates past the {} bytes of request memory one client may hold",
                         held.cap() * BUDGET_UNIT
                     )),
-                    super::Refusal::Full => Status::resource_exhausted(
+                    Refusal::Full => Status::resource_exhausted(
                         "server overloaded: its memory for request messages is in use; retry later",
                     ),
                 })?;

@@ -1,6 +1,6 @@
 //! Load shedding and the request memory budget, as one tower layer over every service.
 //!
-//! Calls and request bytes are [`FairShare`]s among peers (remote IP addresses, or the
+//! Calls and request bytes are fair shares among peers (remote IP addresses, or the
 //! address a trusted proxy names in `--peer-header`): a peer holds at most its cap, and
 //! at the server-wide limit a peer under its fair share still gets in, from a reserve,
 //! so one client cannot take the server from the others (`docs/operations.md`, Limits).
@@ -35,12 +35,11 @@ use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
+use super::admission::{FairShare, Refusal, Share, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState};
-pub(crate) use admission::{FairShare, Refusal, Share, SharePolicy};
 use budget::Budgeted;
 use inflate::Inflate;
 
-mod admission;
 mod budget;
 mod inflate;
 
