@@ -152,7 +152,8 @@ impl Solver {
         let started = std::time::Instant::now();
         // An OutOfRange here cannot happen (needs_extension checks the limit), and a
         // pile that is out of range gets its own error from `solve`.
-        pool::run_blocking(move || table.extend_to(n).map(drop)).await?.ok();
+        let extend = pool::run_blocking(move || table.extend_to(n).map(drop));
+        tracing::Instrument::instrument(extend, tracing::info_span!("iv_table.extend", n)).await?.ok();
         if let Some(observer) = &self.observer {
             observer.table_extended(GameKind::StoneGameIv, "request", started.elapsed().as_secs_f64());
         }
@@ -299,6 +300,7 @@ fn pool_status(err: PoolError) -> Status {
 impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     async fn solve(&self, request: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
         let pb::SolveRequest { problem, winner_only } = request.into_inner();
+        tracing::Span::current().record("problems", 1);
         let (id, result) = self.solver.solve_required(problem, winner_only).await;
         let outcome = result.inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
         Ok(Response::new(pb::SolveResponse { solution: Some(convert::solution(id, Ok(outcome))) }))
@@ -310,6 +312,7 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     ) -> Result<Response<pb::SolveBatchResponse>, Status> {
         let pb::SolveBatchRequest { problems, winner_only } = request.into_inner();
         tracing::debug!(problems = problems.len(), "SolveBatch");
+        tracing::Span::current().record("problems", problems.len());
         let solutions = self.solver.solve_batch(problems, winner_only).await.map_err(pool_status)?;
         Ok(Response::new(pb::SolveBatchResponse { solutions }))
     }
