@@ -312,7 +312,7 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     ) -> Result<Response<pb::SolveBatchResponse>, Status> {
         let pb::SolveBatchRequest { problems, winner_only } = request.into_inner();
         tracing::debug!(problems = problems.len(), "SolveBatch");
-        tracing::Span::current().record("problems", problems.len());
+        tracing::Span::current().record("problems", problems.len() as i64);
         let solutions = self.solver.solve_batch(problems, winner_only).await.map_err(pool_status)?;
         Ok(Response::new(pb::SolveBatchResponse { solutions }))
     }

@@ -405,7 +405,7 @@ impl http_body::Body for CountedBody {
 }
 
 /// What learns a call's code once its response ends: its metrics, its trace span.
-pub(super) trait CallEnd: Send + 'static {
+pub(super) trait CallEnd: Send + Unpin + 'static {
     /// The call ended with `code`.
     fn finish(self, code: tonic::Code);
 }

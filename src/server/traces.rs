@@ -133,7 +133,8 @@ where
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let method = metrics::method_of(request.uri().path());
         // Attribute names from OpenTelemetry's RPC conventions; `problems` is recorded
-        // by the service where it knows the count.
+        // by the service where it knows the count (as an i64: a u64 would be exported as
+        // a string).
         let span = tracing::info_span!(
             "call",
             otel.name = format_args!("{}/{}", method.service, method.method),
@@ -176,7 +177,8 @@ struct CallSpanEnd {
 impl CallEnd for CallSpanEnd {
     fn finish(self, code: tonic::Code) {
         self.span.record("rpc.grpc.status_code", code as i32);
-        self.span.record("request_bytes", self.received.get());
+        // As an i64: tracing-opentelemetry exports a u64 (or usize) as a string.
+        self.span.record("request_bytes", i64::try_from(self.received.get()).unwrap_or(i64::MAX));
         // The server errors of OpenTelemetry's gRPC conventions; the rest are the
         // caller's doing and leave the span's status unset.
         use tonic::Code::*;
