@@ -13,8 +13,12 @@ use std::time::Duration;
 use common::{iv, ServerProcess};
 use gamesolver::pb;
 use gamesolver::pb::game_solver_service_client::GameSolverServiceClient;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -62,8 +66,14 @@ impl Collector {
     /// `names`; returns them.
     async fn trace(&self, trace_id: &[u8], names: &[&str]) -> Vec<(String, Span)> {
         for _ in 0..400 {
-            let spans: Vec<_> =
-                self.spans.lock().unwrap().iter().filter(|(_, span)| span.trace_id == trace_id).cloned().collect();
+            let spans: Vec<_> = self
+                .spans
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(_, span)| span.trace_id == trace_id)
+                .cloned()
+                .collect();
             if names.iter().all(|name| spans.iter().any(|(_, span)| span.name == *name)) {
                 return spans;
             }

@@ -329,7 +329,6 @@ impl CallRecord {
         metrics.inner.in_flight.get_or_create(&method).inc();
         CallRecord { metrics, method, started: Instant::now() }
     }
-
 }
 
 impl CallEnd for CallRecord {

@@ -79,7 +79,8 @@ impl Traces {
         use tracing_subscriber::Layer as _;
         let tracer = self.provider.tracer(env!("CARGO_PKG_NAME"));
         let ours = |meta: &tracing::Metadata<'_>| {
-            meta.target().starts_with(env!("CARGO_CRATE_NAME")) && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
+            meta.target().starts_with(env!("CARGO_CRATE_NAME"))
+                && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
         };
         tracing_opentelemetry::layer()
             .with_tracer(tracer)
