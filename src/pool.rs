@@ -51,7 +51,8 @@ where
     rayon::spawn(move || {
         let _entered = job_span.enter();
         if let Some(handed_off) = handed_off {
-            job_span.record("queued_us", handed_off.elapsed().as_micros() as u64);
+            // An i64, which OpenTelemetry exports as a number (a u64 becomes a string).
+            job_span.record("queued_us", handed_off.elapsed().as_micros() as i64);
         }
         if reply.is_closed() {
             tracing::debug!("pool job skipped: its caller has gone");

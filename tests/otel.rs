@@ -170,6 +170,7 @@ async fn a_call_continues_the_callers_trace_with_its_pool_and_table_spans() {
     for child in ["iv_table.extend", "pool"] {
         assert_eq!(named(&spans, child).parent_span_id, call.span_id, "{child} is a child of the call");
     }
+    assert!(attribute(&named(&spans, "pool").attributes, "queued_us").and_then(as_int).is_some());
     assert!(spans.iter().all(|(service, _)| service == "gamesolver"));
 
     // A log line written during a call names the call's trace.
