@@ -11,7 +11,7 @@
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
 //! - [`server`]: `serve(listener, config, shutdown)`: the whole server: accept loop and
-//!   connection bounds, TLS, call limits, metrics, health, reflection, the status codes
+//!   connection bounds, TLS, call limits, metrics, traces, health, reflection, the status codes
 //!   other gRPC stacks send, and the Stone Game IV table's lifecycle.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - [`allocator`]: mimalloc's settings, shared by the two binaries.
