@@ -16,7 +16,7 @@
 //!   load.
 //! - [`seconds`]: durations as flags give them.
 //! - [`server`]: [`server::Server`] (`bind`, then `run`): the whole server: accept loop
-//!   and per-client connection bounds, TLS, call limits and the request budget, metrics,
+//!   and per-client connection bounds, TLS, call limits and the request budget, metrics, traces,
 //!   health, reflection, the status codes other gRPC stacks send, and the tables'
 //!   lifecycle; [`server::config`] holds every flag.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.

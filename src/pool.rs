@@ -6,8 +6,10 @@
 //! error for that caller alone.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
 
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 /// Why a pool job produced no value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,8 +41,19 @@ where
     T: Send + 'static,
     F: FnOnce(&Caller<'_>) -> T + Send + 'static,
 {
+    // The hand-off as a span: a trace shows the time a job waited for and ran on the pool.
+    // At debug level, so that without traces the default filter turns it off at its call
+    // site and it costs nothing.
+    let span = tracing::debug_span!("pool", queued_us = tracing::field::Empty);
+    let handed_off = (!span.is_disabled()).then(Instant::now);
+    let job_span = span.clone();
     let (reply, result) = oneshot::channel();
     rayon::spawn(move || {
+        let _entered = job_span.enter();
+        if let Some(handed_off) = handed_off {
+            // An i64, which OpenTelemetry exports as a number (a u64 becomes a string).
+            job_span.record("queued_us", handed_off.elapsed().as_micros() as i64);
+        }
         if reply.is_closed() {
             tracing::debug!("pool job skipped: its caller has gone");
             return;
@@ -49,7 +62,7 @@ where
         let outcome = catch_unwind(AssertUnwindSafe(|| job(&Caller { gone: &gone })));
         let _ = reply.send(outcome.map_err(panic_message));
     });
-    result.await.map_err(|_| PoolError::Gone)?
+    result.instrument(span).await.map_err(|_| PoolError::Gone)?
 }
 
 /// Runs a job that may block for long (waits on locks, long table growth) on tokio's

@@ -157,7 +157,9 @@ impl Solver {
         for (kind, n) in needed {
             let tables = Arc::clone(&self.tables);
             let started = std::time::Instant::now();
-            pool::run_blocking(move || tables.extend(kind, n)).await?;
+            let extend = pool::run_blocking(move || tables.extend(kind, n));
+            let span = tracing::info_span!("table.extend", game = kind.label(), n);
+            tracing::Instrument::instrument(extend, span).await?;
             if let Some(observer) = &self.observer {
                 observer.table_extended(kind, "request", started.elapsed().as_secs_f64());
             }
@@ -301,6 +303,7 @@ fn pool_status(err: PoolError) -> Status {
 impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     async fn solve(&self, request: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
         let pb::SolveRequest { problem, winner_only } = request.into_inner();
+        tracing::Span::current().record("problems", 1);
         let (id, result) = self.solver.solve_required(problem, winner_only).await;
         let outcome = result.inspect_err(|err| tracing::debug!(%id, %err, "Solve failed"))?;
         Ok(Response::new(pb::SolveResponse { solution: Some(convert::solution(id, Ok(outcome))) }))
@@ -312,6 +315,7 @@ impl pb::game_solver_service_server::GameSolverService for GameSolverService {
     ) -> Result<Response<pb::SolveBatchResponse>, Status> {
         let pb::SolveBatchRequest { problems, winner_only } = request.into_inner();
         tracing::debug!(problems = problems.len(), "SolveBatch");
+        tracing::Span::current().record("problems", problems.len() as i64);
         let solutions = self.solver.solve_batch(problems, winner_only).await.map_err(pool_status)?;
         Ok(Response::new(pb::SolveBatchResponse { solutions }))
     }

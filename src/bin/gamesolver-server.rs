@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
-use gamesolver::server::{self, ReloadableTls, ServerConfig};
+use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
 /// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
 ///
@@ -52,10 +52,15 @@ fn main() -> ExitCode {
         return check_config(&args.config);
     }
     let format = args.log_format;
-    init_logging(format);
-    gamesolver::allocator::return_freed_memory();
     let result = build_runtime(&args).and_then(|runtime| {
+        let traces = start_traces(&runtime, &args.config.observability)?;
+        init_logging(format, traces.as_ref());
+        gamesolver::allocator::return_freed_memory();
         let result = runtime.block_on(run(args));
+        // The spans still batched go out while the runtime still carries the exporter.
+        if let Some(traces) = traces {
+            traces.shutdown();
+        }
         // A table extension still running on the blocking pool must not hold the exit.
         runtime.shutdown_timeout(Duration::from_secs(1));
         result
@@ -64,6 +69,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // Once: as a JSON event for collectors, as a plain line for people.
         Err(err) if format == LogFormat::Json => {
+            // Start-up may have failed before logging was set up.
+            init_logging(format, None);
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
@@ -74,7 +81,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs to stderr and, with `traces`, exports spans; does nothing when logging is set up
+/// already.
+fn init_logging(format: LogFormat, traces: Option<&Traces>) {
     use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::prelude::*;
     let env_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
@@ -84,13 +93,26 @@ fn init_logging(format: LogFormat) {
     match format {
         LogFormat::Text => {
             let logs = logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            tracing_subscriber::registry().with(logs.with_filter(filter)).init();
+            let subscriber = tracing_subscriber::registry().with(logs.with_filter(filter));
+            let _ = subscriber.with(traces.map(Traces::layer)).try_init();
         }
         LogFormat::Json => {
-            let logs = logs.json().flatten_event(true).with_current_span(false);
-            tracing_subscriber::registry().with(logs.with_filter(filter)).init();
+            // The span list carries the call's trace_id.
+            let logs = logs.json().flatten_event(true).with_current_span(false).with_span_list(true);
+            let subscriber = tracing_subscriber::registry().with(logs.with_filter(filter));
+            let _ = subscriber.with(traces.map(Traces::layer)).try_init();
         }
     }
+}
+
+/// With `--otlp-endpoint`, the trace exporter, on `runtime`, which carries its connection.
+fn start_traces(
+    runtime: &tokio::runtime::Runtime,
+    config: &server::config::ObservabilityConfig,
+) -> anyhow::Result<Option<Traces>> {
+    let Some(endpoint) = &config.otlp_endpoint else { return Ok(None) };
+    let _runtime = runtime.enter();
+    Ok(Some(Traces::start(endpoint, &config.otlp_service_name)?))
 }
 
 /// `--check-config`: loads what start-up would load, binds nothing.

@@ -263,7 +263,7 @@ impl Default for GrundyTableConfig {
     }
 }
 
-/// Metrics and logs.
+/// Metrics, logs and traces.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ObservabilityConfig {
     /// Serve Prometheus metrics at http://ADDR/metrics (plaintext; off by default).
@@ -279,6 +279,13 @@ pub struct ObservabilityConfig {
     /// Seconds a metrics connection may stay open with no request in progress.
     #[arg(long, value_name = "SECONDS", default_value_t = ObservabilityConfig::default().metrics_idle_timeout)]
     pub metrics_idle_timeout: Seconds,
+    /// Export a trace span for every call to this OTLP/gRPC collector (for example
+    /// http://127.0.0.1:4317), continuing a caller's W3C traceparent; off by default.
+    #[arg(long)]
+    pub otlp_endpoint: Option<http::Uri>,
+    /// The service.name that exported spans carry.
+    #[arg(long, default_value_t = ObservabilityConfig::default().otlp_service_name)]
+    pub otlp_service_name: String,
 }
 
 impl Default for ObservabilityConfig {
@@ -289,6 +296,8 @@ impl Default for ObservabilityConfig {
             metrics_max_connections: limits.max_connections,
             metrics_header_read_timeout: Seconds(limits.header_read_timeout),
             metrics_idle_timeout: Seconds(limits.idle_timeout),
+            otlp_endpoint: None,
+            otlp_service_name: "gamesolver".to_owned(),
         }
     }
 }

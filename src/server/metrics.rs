@@ -40,11 +40,11 @@ use crate::games::Tables;
 use crate::pb;
 use crate::service::SolveObserver;
 
-/// Labels of one RPC.
+/// Labels of one RPC (also the names a call's trace span carries).
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MethodLabels {
-    service: &'static str,
-    method: &'static str,
+pub(super) struct MethodLabels {
+    pub(super) service: &'static str,
+    pub(super) method: &'static str,
 }
 
 /// Labels of one finished call.
@@ -248,6 +248,11 @@ impl SolveObserver for Metrics {
     }
 }
 
+/// The RPC at `path`, or `unknown` for a path outside this server's services.
+pub(super) fn method_of(path: &str) -> MethodLabels {
+    *known_methods().get(path).unwrap_or(&UNKNOWN_METHOD)
+}
+
 /// The RPCs this server knows, by path, from the descriptor sets of its services; built
 /// once a process (the names are leaked once, to be `'static` labels).
 fn known_methods() -> &'static HashMap<String, MethodLabels> {
@@ -316,15 +321,14 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let method = *known_methods().get(request.uri().path()).unwrap_or(&UNKNOWN_METHOD);
+        let method = method_of(request.uri().path());
         let call = CallRecord::start(self.metrics.clone(), method);
         let received = self.metrics.inner.received.get_or_create(&method).clone();
         let request = request.map(|body| Body::new(CountedBody { inner: body, received }));
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
-            let code = response.headers().get("grpc-status").map(code_label);
-            Ok(response.map(|body| Body::new(ObservedBody { inner: body, call: Some(call), code })))
+            Ok(ObservedBody::wrap(response, call))
         })
     }
 }
@@ -343,8 +347,11 @@ impl CallRecord {
         metrics.inner.in_flight.get_or_create(&method).inc();
         CallRecord { metrics, method, started: Instant::now() }
     }
+}
 
-    fn finish(self, code: &'static str) {
+impl CallEnd for CallRecord {
+    fn finish(self, code: tonic::Code) {
+        let code = code_label(code);
         let inner = &self.metrics.inner;
         let MethodLabels { service, method } = self.method;
         inner.calls.get_or_create(&CallLabels { service, method, code }).inc();
@@ -353,10 +360,15 @@ impl CallRecord {
     }
 }
 
-/// The code name of a `grpc-status` value.
-fn code_label(value: &http::HeaderValue) -> &'static str {
+/// The code of a `grpc-status` value (`UNKNOWN` for a value that is not a number).
+fn code_of(value: &http::HeaderValue) -> tonic::Code {
     let number = value.to_str().ok().and_then(|v| v.parse::<i32>().ok()).unwrap_or(2);
-    match tonic::Code::from_i32(number) {
+    tonic::Code::from_i32(number)
+}
+
+/// The name of a code, as the metrics label it.
+fn code_label(code: tonic::Code) -> &'static str {
+    match code {
         tonic::Code::Ok => "OK",
         tonic::Code::Cancelled => "CANCELLED",
         tonic::Code::Unknown => "UNKNOWN",
@@ -378,9 +390,9 @@ fn code_label(value: &http::HeaderValue) -> &'static str {
 }
 
 /// A request body that counts its data bytes as they arrive.
-struct CountedBody {
-    inner: Body,
-    received: Counter,
+pub(super) struct CountedBody {
+    pub(super) inner: Body,
+    pub(super) received: Counter,
 }
 
 impl http_body::Body for CountedBody {
@@ -409,23 +421,35 @@ impl http_body::Body for CountedBody {
     }
 }
 
-/// A response body that finishes its call's record at the trailers (or the end).
-struct ObservedBody {
-    inner: Body,
-    call: Option<CallRecord>,
-    /// The code from the headers of a trailers-only response.
-    code: Option<&'static str>,
+/// What learns a call's code once its response ends: its metrics, its trace span.
+pub(super) trait CallEnd: Send + Unpin + 'static {
+    /// The call ended with `code`.
+    fn finish(self, code: tonic::Code);
 }
 
-impl ObservedBody {
-    fn finish(&mut self, code: &'static str) {
+/// A response body that finishes its call's record at the trailers (or the end).
+pub(super) struct ObservedBody<E: CallEnd> {
+    inner: Body,
+    call: Option<E>,
+    /// The code from the headers of a trailers-only response.
+    code: Option<tonic::Code>,
+}
+
+impl<E: CallEnd> ObservedBody<E> {
+    /// `response` with a body that tells `call` its code at the end.
+    pub(super) fn wrap(response: http::Response<Body>, call: E) -> http::Response<Body> {
+        let code = response.headers().get("grpc-status").map(code_of);
+        response.map(|body| Body::new(ObservedBody { inner: body, call: Some(call), code }))
+    }
+
+    fn finish(&mut self, code: tonic::Code) {
         if let Some(call) = self.call.take() {
             call.finish(code);
         }
     }
 }
 
-impl http_body::Body for ObservedBody {
+impl<E: CallEnd> http_body::Body for ObservedBody<E> {
     type Data = Bytes;
     type Error = tonic::Status;
 
@@ -437,16 +461,12 @@ impl http_body::Body for ObservedBody {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(status) = frame.trailers_ref().and_then(|t| t.get("grpc-status")) {
-                    let code = code_label(status);
-                    self.finish(code);
+                    self.finish(code_of(status));
                 }
             }
-            Poll::Ready(Some(Err(status))) => {
-                let code = code_label(&http::HeaderValue::from(status.code() as i32));
-                self.finish(code);
-            }
+            Poll::Ready(Some(Err(status))) => self.finish(status.code()),
             Poll::Ready(None) => {
-                let code = self.code.unwrap_or("UNKNOWN");
+                let code = self.code.unwrap_or(tonic::Code::Unknown);
                 self.finish(code);
             }
             Poll::Pending => {}
@@ -463,11 +483,11 @@ impl http_body::Body for ObservedBody {
     }
 }
 
-impl Drop for ObservedBody {
+impl<E: CallEnd> Drop for ObservedBody<E> {
     fn drop(&mut self) {
         // hyper may drop an empty trailers-only body unpolled; anything else that ends
         // here was cut off: the client cancelled or the connection went.
-        let code = self.code.unwrap_or("CANCELLED");
+        let code = self.code.unwrap_or(tonic::Code::Cancelled);
         self.finish(code);
     }
 }

@@ -37,12 +37,14 @@ mod metrics_endpoint;
 mod process_metrics;
 mod tables;
 pub mod tls;
+mod traces;
 mod transport;
 
 pub use accept::raise_open_file_limit;
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
+pub use traces::{Traces, TracesError};
 
 pub use config::ServerConfig;
 
@@ -161,8 +163,10 @@ impl Server {
         let stopping = CancellationToken::new();
         let health = Self::health().await;
         // Outermost first: the metrics see the limits' refusals and the codes as rewritten
-        // by GrpcCodesLayer.
+        // by GrpcCodesLayer. Without --otlp-endpoint there is no call span layer at all.
+        let call_spans = config.observability.otlp_endpoint.as_ref().map(|_| traces::CallSpanLayer);
         let router = Self::transport(&config)
+            .layer(tower::util::option_layer(call_spans))
             .layer(metrics::CallMetricsLayer { metrics: metrics.clone() })
             .layer(limits::CallLimitsLayer::new(&config, calls.clone()))
             .layer(grpc_codes::GrpcCodesLayer { request_timeout: config.limits.request_timeout.0 })
