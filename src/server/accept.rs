@@ -263,3 +263,28 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
         Ok(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_preface_is_http2_and_a_request_that_leaves_it_is_http1_when_allowed() {
+        let mut preface = &PREFACE[..];
+        assert!(matches!(read_opening(&mut preface, false).await, Ok(Opening::Http2)));
+        // 'P' could still be the preface: reading goes on, and all that was read is kept.
+        let mut post = (&b"P"[..]).chain(&b"OST /x HTTP/1.1\r\n"[..]);
+        match read_opening(&mut post, true).await {
+            Ok(Opening::Http1(start)) => assert_eq!(&start[..], b"POST /x HTTP/1.1\r\n"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_http1_a_request_or_a_short_preface_is_refused() {
+        let err = read_opening(&mut &b"OPTIONS / HTTP/1.1\r\n"[..], false).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let err = read_opening(&mut &PREFACE[..10], true).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}
