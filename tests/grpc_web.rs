@@ -1,7 +1,8 @@
 //! gRPC-Web on the gRPC port behind `--grpc-web`: a browser's CORS preflight and unary
 //! call over HTTP/1.1, written on raw TCP as a browser sends them, seen by the metrics
-//! like any call and closed by the idle timeout without HTTP/2 bytes; and without the
-//! flag, HTTP/1.1 closed as before. `.ci/grpc-web.sh` runs a real gRPC-Web client.
+//! like any call, closed by the idle timeout without HTTP/2 bytes and at once on shutdown;
+//! and without the flag, HTTP/1.1 closed as before. `.ci/grpc-web.sh` runs a real gRPC-Web
+//! client.
 
 mod common;
 mod production;
@@ -252,4 +253,19 @@ async fn without_the_flag_http1_is_closed_unanswered() {
     }
     let mut client = server.client().await;
     assert_eq!(solve(&mut client, sum("h2", "25??")).await.unwrap().id, "h2");
+}
+
+#[tokio::test]
+async fn shutdown_closes_an_idle_http1_connection_at_once() {
+    let mut server = TestServer::start(grpc_web()).await;
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    let mut buf = Vec::new();
+    socket.write_all(&grpc_web_solve(sum("a", "25??"))).await.unwrap();
+    assert_eq!(read_response(&mut socket, &mut buf).await.status, 200);
+    // The shutdown grace is 30 s: a server that waited on the kept-alive connection
+    // would not be done within PATIENCE.
+    server.trigger_shutdown();
+    assert!(read_until_closed(&mut socket).await.is_empty());
+    let done = tokio::time::timeout(PATIENCE, &mut server.task).await.expect("the server stopped in time");
+    done.unwrap().unwrap();
 }
