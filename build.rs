@@ -8,6 +8,13 @@
 //!   JSON has a number or a string, instead of pbjson's untagged-enum reader, which
 //!   builds a formatted error and throws it away for every JSON number (see that module);
 //! - a second field of a oneof is "more than one game", not "duplicate field".
+//!
+//! `pbjson-build` is pinned exactly in Cargo.toml because of these rewrites. To move the
+//! pin: bump it, run `cargo build`; if a check below fails, read the new generated file
+//! (`target/*/build/gamesolver-*/out/gamesolver.v1.serde.rs`) and adapt the rewrite it
+//! names; then `cargo test` (the JSON tests in `src/client/problem_json.rs` and
+//! `tests/client.rs` pin the messages) and the `line_parser` fuzz target, which holds the
+//! bulk client's reader to pbjson's.
 
 use std::{env, fs, path::PathBuf};
 
@@ -31,8 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .btree_map(&metadata)
         // A solution without its (rare) error is 64 bytes instead of 168: batches of
-        // solutions move a third of the bytes (moving them was 3.6% of the bulk client's
-        // CPU under `perf`; README, issue 11's fourth round).
+        // solutions move a third of the bytes (`cargo bench --bench bulk`; the profile
+        // that decided it is in docs/performance.md).
         .boxed(error_field)
         // prost, with a one-pass decoder and encoder for batches (src/codec.rs).
         .codec_path("crate::codec::GrpcCodec")

@@ -2,7 +2,8 @@
 # Soak test of the server's bounds (bench/soak.py): a release server on loopback, the
 # hardening issue's hostile probes, then a mixed load with clients killed at random.
 # Bounded in time (about 3 minutes after the build); fails when a bound is exceeded or an
-# answer is wrong. Installs its own venv (grpcio, h2).
+# answer is wrong. Installs its own venv (grpcio, h2). `--short` (CI, .ci/soak.sh) runs
+# every probe and check with shorter timed phases: about 90 s.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -16,4 +17,4 @@ work="$target/soak"
 mkdir -p "$work"
 # The probes open thousands of sockets.
 ulimit -n "$(ulimit -Hn)"
-exec timeout 600 "$venv/bin/python" bench/soak.py "$target/release/gamesolver-server" "$work"
+exec timeout 600 "$venv/bin/python" bench/soak.py "$target/release/gamesolver-server" "$work" "$@"

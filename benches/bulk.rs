@@ -23,7 +23,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use gamesolver::client::gen::{self, GenConfig, SizeRange};
 use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
-use gamesolver::games::StoneGameIvTable;
+use gamesolver::games::Tables;
 use gamesolver::pb::{self, problem::Game as G};
 use gamesolver::service::{Solver, SolverConfig};
 use prost::Message;
@@ -57,6 +57,10 @@ fn real_world_line(number: usize, problem: &pb::Problem) -> String {
             format!(r#""{}":{{"stones":[{}]}}"#, key("stoneGameIx", "stone_game_ix"), stones.join(","))
         }
         G::StoneGameIv(g) => format!(r#""{}":{{"n":{}}}"#, key("stoneGameIv", "stone_game_iv"), g.n),
+        G::NimSquare(g) => {
+            let piles: Vec<String> = g.piles.iter().map(u64::to_string).collect();
+            format!(r#""{}":{{"piles":[{}]}}"#, key("nimSquare", "nim_square"), piles.join(","))
+        }
     };
     format!(r#"{{"id":"b{number}",{game}}}"#)
 }
@@ -100,7 +104,7 @@ fn client_parse(c: &mut Criterion) {
 
 fn server(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let solver = Solver::new(Arc::new(StoneGameIvTable::new(1_000_000_000)), SolverConfig::default());
+    let solver = Solver::new(Arc::new(Tables::new(1_000_000_000, 1_000)), SolverConfig::default());
     // Both batch shapes differ only in how their JSON was written: the server sees two.
     let batches: Vec<_> = shapes()
         .into_iter()

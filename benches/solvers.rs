@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use gamesolver::games::{stone_game_iv, stone_game_ix, sum_game, Game, StoneGameIvTable};
+use gamesolver::games::{stone_game_iv, stone_game_ix, sum_game, Game, Tables};
 
 /// Deterministic inputs without pulling a generator's API into the bench (splitmix64).
 struct Inputs(u64);
@@ -120,7 +120,7 @@ fn small_problems(c: &mut Criterion) {
 
     // A mixed batch as the service sees it: dispatch on the game, Stone Game IV from a
     // table that already covers its piles.
-    let table = StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT);
+    let table = Tables::new(stone_game_iv::DEFAULT_LIMIT, 1_000);
     let problems: Vec<Game> = (0..999)
         .map(|i| {
             let size = 1 + inputs.next() as usize % 8;

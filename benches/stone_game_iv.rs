@@ -1,12 +1,12 @@
-//! Stone Game IV: the segmented sieve against the pre-issue-11 sieve
-//! (`stone_game_iv::baseline`) and the seeds' O(n·√n) dynamic programme, all from cold,
-//! to n = 10^7; and answering from a warm table, small piles and large ones.
+//! Stone Game IV: the segmented sieve against the first one (`stone_game_iv::baseline`)
+//! and the seeds' O(n·√n) dynamic programme, all from cold, to n = 10^7; and answering
+//! from a warm table, small piles and large ones.
 //!
-//! `cargo bench --bench stone_game_iv`. The 10^8 and 10^9 cold runs take too long for
+//! `cargo bench --bench stone_game_iv`. The 10^8 to 10^10 cold runs take too long for
 //! criterion's repetitions: `cargo run --release --example iv_cold -- --baseline` times
 //! them, old and new alternately, one process each, with peak memory. The large-pile
 //! warm bench uses a 10^8 table (one second to build) and random piles in its top
-//! tenth; the example measures the same near 10^9.
+//! tenth; `iv_cold --moves` measures the same near 10^9 and beyond.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use gamesolver::games::stone_game_iv::{baseline, losing_positions_below, smallest_winning_take};
@@ -77,8 +77,9 @@ fn large_piles() -> Vec<u64> {
         .collect()
 }
 
-/// Warm answers for large piles, 1,000 an iteration: the full solve, the outcome alone,
-/// and the move alone by the current and by the pre-issue-11 walk on the same list.
+/// Warm answers for large piles, 1,000 an iteration: the full solve (the indexed search
+/// for the move), the outcome alone, and the move alone from the list by the list walk
+/// (`smallest_winning_take`) and by the first walk (`baseline`).
 fn warm_large(c: &mut Criterion) {
     const END: u64 = 100_000_000;
     let table = StoneGameIvTable::new(END - 1);
@@ -88,8 +89,8 @@ fn warm_large(c: &mut Criterion) {
     // The winning piles with the P-positions below each, for the move-only cases.
     let winning: Vec<(u64, usize)> = piles
         .iter()
-        .map(|&n| (n, losing.partition_point(|&p| u64::from(p) < n)))
-        .filter(|&(n, below)| losing.get(below).is_none_or(|&p| u64::from(p) != n))
+        .map(|&n| (n, losing.partition_point(|&p| p < n)))
+        .filter(|&(n, below)| losing.get(below).is_none_or(|&p| p != n))
         .collect();
     let mut group = c.benchmark_group("stone_game_iv_warm_large");
     group.bench_function("solve_1000", |b| {
@@ -100,7 +101,7 @@ fn warm_large(c: &mut Criterion) {
             piles.iter().filter(|&&n| table.winner(n).unwrap() == gamesolver::games::Player::Alice).count()
         })
     });
-    group.bench_function("move_1000", |b| {
+    group.bench_function("list_walk_move_1000", |b| {
         b.iter(|| {
             winning.iter().map(|&(n, below)| smallest_winning_take(&losing[..below], n).unwrap()).sum::<u64>()
         })

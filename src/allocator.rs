@@ -1,7 +1,7 @@
 //! mimalloc, both binaries' global allocator, and its settings.
 //!
-//! glibc malloc cost a fifth of the bulk client's CPU (malloc, free, consolidation;
-//! `perf` on issue 11's real-world shape), the server allocates and frees a buffer per
+//! glibc malloc was the bulk client's largest cost after parsing (malloc, free,
+//! consolidation; docs/performance.md), the server allocates and frees a buffer per
 //! message, and mimalloc is faster at both. It holds more memory than glibc, so each
 //! binary bounds that its own way: the server purges freed memory within milliseconds
 //! (memory spikes come from clients), the client turns huge pages off (its memory is
@@ -35,8 +35,8 @@ pub fn return_freed_memory() {
 }
 
 /// Keeps transparent huge pages out of this process: mimalloc asks for them on its
-/// arenas, and 2 MiB pages made the bulk client's peak RSS 95–129 MB on issue 11's
-/// real-world shape, against 56–68 MB with 4 KiB pages (glibc malloc: 44 MB).
+/// arenas, and 2 MiB pages nearly doubled the bulk client's peak RSS (`bench/client.sh`;
+/// the figures are in docs/performance.md).
 pub fn without_huge_pages() {
     // mimalloc's own switch (`allow_thp`) is read before `main`; this is the same prctl.
     #[cfg(target_os = "linux")]

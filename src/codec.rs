@@ -201,6 +201,13 @@ impl FastDecode for pb::SolveBatchStreamResponse {
 /// level of nesting, and written into place (`cargo bench --bench bulk`, `client_parse`).
 pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
     use pb::problem::Game as G;
+    if let Some(G::NimSquare(_)) = &problem.game {
+        // Nim Square's packed piles are left to prost: the games above are the bulk.
+        out.put_u8(LEN_1);
+        prost::encoding::encode_varint(problem.encoded_len() as u64, out);
+        problem.encode_raw(out);
+        return;
+    }
     // A oneof's message is always written once set, even when empty.
     let packed: usize = match &problem.game {
         Some(G::StoneGameIx(g)) => g.stones.iter().map(|&stone| encoded_len_varint(stone)).sum(),
@@ -211,6 +218,7 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
         G::StoneGameIx(_) if packed == 0 => 0,
         G::StoneGameIx(_) => len_field_len(packed),
         G::StoneGameIv(g) => varint_field_len(g.n),
+        G::NimSquare(_) => unreachable!("written by prost above"),
     });
     let len = string_field_len(&problem.id) + game_len.map_or(0, len_field_len);
 
@@ -227,6 +235,7 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
         G::SumGame(_) => LEN_2,
         G::StoneGameIx(_) => LEN_3,
         G::StoneGameIv(_) => LEN_4,
+        G::NimSquare(_) => LEN_5,
     });
     w.varint(game_len as u64);
     match game {
@@ -253,12 +262,20 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
     use pb::r#move::Game as G;
     let (uint, message) = (varint_field_len, len_field_len);
     let move_len = |winning_move: &pb::Move| match &winning_move.game {
-        None => 0,
+        None | Some(G::NimSquare(_)) => 0,
         Some(G::SumGame(m)) => message(uint(m.index) + uint(m.digit.into())),
         Some(G::StoneGameIx(m)) => message(uint(m.index)),
         Some(G::StoneGameIv(m)) => message(uint(m.take)),
     };
     for solution in solutions {
+        let nim_move = |m: &pb::Move| matches!(m.game, Some(G::NimSquare(_)));
+        if solution.nim_value.is_some() || solution.winning_move.as_ref().is_some_and(nim_move) {
+            // Nim Square's solutions are left to prost: the games below are the bulk.
+            out.push(LEN_1);
+            prost::encoding::encode_varint(solution.encoded_len() as u64, out);
+            solution.encode_raw(out);
+            continue;
+        }
         // An enum is an int32: a negative one is sign-extended to 10 bytes.
         let winner = solution.winner as u64;
         let move_len = solution.winning_move.as_ref().map(move_len);
@@ -290,7 +307,7 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             w.byte(LEN_4);
             w.varint(len as u64);
             let (key, fields): (u8, &[(u8, u64)]) = match &winning_move.game {
-                None => (0, &[]),
+                None | Some(G::NimSquare(_)) => (0, &[]),
                 Some(G::SumGame(m)) => (LEN_1, &[(VARINT_1, m.index), (VARINT_2, m.digit.into())]),
                 Some(G::StoneGameIx(m)) => (LEN_2, &[(VARINT_1, m.index)]),
                 Some(G::StoneGameIv(m)) => (LEN_3, &[(VARINT_1, m.take)]),
@@ -373,6 +390,7 @@ const VARINT_3: u8 = 3 << 3;
 const LEN_3: u8 = 3 << 3 | 2;
 const LEN_4: u8 = 4 << 3 | 2;
 const LEN_5: u8 = 5 << 3 | 2;
+const VARINT_6: u8 = 6 << 3;
 
 /// `SolveBatchRequest` and `SolveBatchStreamRequest`: `repeated Problem problems = 1;
 /// bool winner_only = 2;`.
@@ -423,14 +441,14 @@ fn count_messages(bytes: &[u8]) -> Option<usize> {
 }
 
 /// `Problem`: `string id = 1; oneof game { SumGame sum_game = 2; StoneGameIx stone_game_ix
-/// = 3; StoneGameIv stone_game_iv = 4; }`.
+/// = 3; StoneGameIv stone_game_iv = 4; NimSquare nim_square = 5; }`.
 fn problem(bytes: &[u8]) -> Option<pb::Problem> {
     use pb::problem::Game as G;
     let mut problem = pb::Problem::default();
     let mut fields = Fields(bytes);
     while let Some(key) = fields.key() {
         let value = match key {
-            LEN_1 | LEN_2 | LEN_3 | LEN_4 => fields.len_delimited()?,
+            LEN_1 | LEN_2 | LEN_3 | LEN_4 | LEN_5 => fields.len_delimited()?,
             _ => return None,
         };
         // prost merges a game given twice into the first: left to it.
@@ -441,14 +459,15 @@ fn problem(bytes: &[u8]) -> Option<pb::Problem> {
             LEN_1 => problem.id = string(value)?,
             LEN_2 => problem.game = Some(G::SumGame(pb::SumGame { num: only_string(value)? })),
             LEN_3 => problem.game = Some(G::StoneGameIx(pb::StoneGameIx { stones: only_packed(value)? })),
-            _ => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
+            LEN_4 => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
+            _ => problem.game = Some(G::NimSquare(pb::NimSquare { piles: only_packed(value)? })),
         }
     }
     Some(problem)
 }
 
 /// `Solution`: `string id = 1; bool alice_wins = 2; Winner winner = 3; Move winning_move
-/// = 4; SolutionError error = 5;`. An error is decoded by prost: it is rare, and its map
+/// = 4; SolutionError error = 5; optional uint32 nim_value = 6;`. An error is decoded by prost: it is rare, and its map
 /// is not worth a second reader.
 fn solution(bytes: &[u8]) -> Option<pb::Solution> {
     let mut solution = pb::Solution::default();
@@ -465,6 +484,8 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
             LEN_5 if solution.error.is_none() => {
                 solution.error = Some(Box::new(pb::SolutionError::decode(fields.len_delimited()?).ok()?));
             }
+            // prost reads a uint32 as the low 32 bits of the varint.
+            VARINT_6 => solution.nim_value = Some(fields.varint()? as u32),
             _ => return None,
         }
     }
@@ -472,7 +493,7 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
 }
 
 /// `Move`: `oneof game { SumGameMove sum_game = 1; StoneGameIxMove stone_game_ix = 2;
-/// StoneGameIvMove stone_game_iv = 3; }`.
+/// StoneGameIvMove stone_game_iv = 3; NimSquareMove nim_square = 4; }`.
 fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
     use pb::r#move::Game as G;
     let mut fields = Fields(bytes);
@@ -485,6 +506,7 @@ fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
         Some(LEN_3) => {
             Some(G::StoneGameIv(pb::StoneGameIvMove { take: only_varint(fields.len_delimited()?)? }))
         }
+        Some(LEN_4) => Some(G::NimSquare(nim_square_move(fields.len_delimited()?)?)),
         Some(_) => return None,
     };
     fields.0.is_empty().then_some(pb::Move { game })
@@ -503,6 +525,20 @@ fn sum_game_move(bytes: &[u8]) -> Option<pb::SumGameMove> {
         }
     }
     Some(sum_move)
+}
+
+/// `NimSquareMove`: `uint64 pile = 1; uint64 take = 2;`.
+fn nim_square_move(bytes: &[u8]) -> Option<pb::NimSquareMove> {
+    let mut nim_move = pb::NimSquareMove::default();
+    let mut fields = Fields(bytes);
+    while let Some(key) = fields.key() {
+        match key {
+            VARINT_1 => nim_move.pile = fields.varint()?,
+            VARINT_2 => nim_move.take = fields.varint()?,
+            _ => return None,
+        }
+    }
+    Some(nim_move)
 }
 
 /// A message of at most one field, keyed `key` and read by `read`; an empty one is the
@@ -597,6 +633,8 @@ mod tests {
             proptest::collection::vec(any::<u64>(), 0..20)
                 .prop_map(|stones| Some(G::StoneGameIx(pb::StoneGameIx { stones }))),
             any::<u64>().prop_map(|n| Some(G::StoneGameIv(pb::StoneGameIv { n }))),
+            proptest::collection::vec(any::<u64>(), 0..4)
+                .prop_map(|piles| Some(G::NimSquare(pb::NimSquare { piles }))),
         ]
     }
 
@@ -612,6 +650,8 @@ mod tests {
                 .prop_map(|(index, digit)| Some(M::SumGame(pb::SumGameMove { index, digit }))),
             any::<u64>().prop_map(|index| Some(M::StoneGameIx(pb::StoneGameIxMove { index }))),
             any::<u64>().prop_map(|take| Some(M::StoneGameIv(pb::StoneGameIvMove { take }))),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(pile, take)| Some(M::NimSquare(pb::NimSquareMove { pile, take }))),
         ];
         proptest::option::of(game.prop_map(|game| pb::Move { game }))
     }
@@ -627,15 +667,15 @@ mod tests {
     }
 
     fn solution() -> impl Strategy<Value = pb::Solution> {
-        (".{0,8}", any::<bool>(), any::<i32>(), winning_move(), error()).prop_map(
-            |(id, alice_wins, winner, winning_move, error)| pb::Solution {
+        (".{0,8}", any::<bool>(), any::<i32>(), winning_move(), error(), proptest::option::of(any::<u32>()))
+            .prop_map(|(id, alice_wins, winner, winning_move, error, nim_value)| pb::Solution {
                 id,
                 alice_wins,
                 winner,
                 winning_move,
                 error,
-            },
-        )
+                nim_value,
+            })
     }
 
     /// `bytes` decoded both ways: when the fast decoder answers, prost must agree.

@@ -26,7 +26,7 @@ pub enum ProblemError {
     #[error("request has no problem: set its problem field")]
     MissingProblem,
     /// The `game` oneof is unset.
-    #[error("problem has no game: set one of sumGame, stoneGameIx, stoneGameIv")]
+    #[error("problem has no game: set one of {}", GameKind::ALL.map(GameKind::json_field).join(", "))]
     MissingGame,
     /// The game's input is not valid, or beyond this server's limits.
     #[error(transparent)]
@@ -73,7 +73,10 @@ impl ProblemError {
             ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
                 Some("problem.sum_game.num")
             }
-            ProblemError::Solve(SolveError::OutOfRange { .. }) => Some("problem.stone_game_iv.n"),
+            ProblemError::Solve(SolveError::OutOfRange { game, .. }) => Some(match game {
+                GameKind::NimSquare => "problem.nim_square.piles",
+                _ => "problem.stone_game_iv.n",
+            }),
             ProblemError::Pool(_) => None,
         }
     }
@@ -85,7 +88,7 @@ impl ProblemError {
                 vec![("index", index.to_string()), ("character", found.to_string())]
             }
             ProblemError::Solve(SolveError::OddLength { len }) => vec![("length", len.to_string())],
-            ProblemError::Solve(SolveError::OutOfRange { n, limit }) => {
+            ProblemError::Solve(SolveError::OutOfRange { n, limit, .. }) => {
                 vec![("n", n.to_string()), ("limit", limit.to_string())]
             }
             ProblemError::MissingProblem
@@ -152,6 +155,7 @@ pub fn game_kind(problem: &pb::Problem) -> Option<GameKind> {
         G::SumGame(_) => GameKind::SumGame,
         G::StoneGameIx(_) => GameKind::StoneGameIx,
         G::StoneGameIv(_) => GameKind::StoneGameIv,
+        G::NimSquare(_) => GameKind::NimSquare,
     })
 }
 
@@ -166,6 +170,7 @@ pub fn problem_bytes(problem: &pb::Problem) -> usize {
     let input = match &problem.game {
         Some(G::SumGame(g)) => g.num.len(),
         Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
+        Some(G::NimSquare(g)) => g.piles.len() * std::mem::size_of::<u64>(),
         Some(G::StoneGameIv(_)) | None => 0,
     };
     std::mem::size_of::<pb::Problem>() + problem.id.len() + input
@@ -178,6 +183,7 @@ pub fn problem(problem: pb::Problem) -> (String, Result<Game, ProblemError>) {
         Some(G::SumGame(g)) => Ok(Game::SumGame(g.num)),
         Some(G::StoneGameIx(g)) => Ok(Game::StoneGameIx(g.stones)),
         Some(G::StoneGameIv(g)) => Ok(Game::StoneGameIv(g.n)),
+        Some(G::NimSquare(g)) => Ok(Game::NimSquare(g.piles)),
         None => Err(ProblemError::MissingGame),
     };
     (problem.id, game)
@@ -198,6 +204,7 @@ impl From<Game> for pb::problem::Game {
             Game::SumGame(num) => G::SumGame(pb::SumGame { num }),
             Game::StoneGameIx(stones) => G::StoneGameIx(pb::StoneGameIx { stones }),
             Game::StoneGameIv(n) => G::StoneGameIv(pb::StoneGameIv { n }),
+            Game::NimSquare(piles) => G::NimSquare(pb::NimSquare { piles }),
         }
     }
 }
@@ -218,6 +225,7 @@ impl From<Move> for pb::Move {
             Move::SumGame { index, digit } => G::SumGame(pb::SumGameMove { index, digit: u32::from(digit) }),
             Move::StoneGameIx { index } => G::StoneGameIx(pb::StoneGameIxMove { index }),
             Move::StoneGameIv { take } => G::StoneGameIv(pb::StoneGameIvMove { take }),
+            Move::NimSquare(m) => G::NimSquare(pb::NimSquareMove { pile: m.pile, take: m.take }),
         };
         pb::Move { game: Some(game) }
     }
@@ -232,6 +240,7 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
             winner: pb::Winner::from(outcome.winner).into(),
             winning_move: outcome.winning_move.map(Into::into),
             error: None,
+            nim_value: outcome.nim_value,
         },
         Err(err) => pb::Solution { id, error: Some(Box::new(err.into())), ..Default::default() },
     }
@@ -247,7 +256,7 @@ mod tests {
             ProblemError::MissingGame,
             SolveError::OddLength { len: 3 }.into(),
             SolveError::InvalidCharacter { index: 1, found: 'x' }.into(),
-            SolveError::OutOfRange { n: 5, limit: 4 }.into(),
+            SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 5, limit: 4 }.into(),
             PoolError::Panicked("boom".into()).into(),
             PoolError::Gone.into(),
         ]
@@ -280,7 +289,11 @@ mod tests {
         let err = ProblemError::from(SolveError::InvalidCharacter { index: 7, found: 'é' });
         assert_eq!(err.metadata()["index"], "7");
         assert_eq!(err.metadata()["character"], "é");
-        let err = ProblemError::from(SolveError::OutOfRange { n: 10_000_000_000, limit: 1_000_000_000 });
+        let err = ProblemError::from(SolveError::OutOfRange {
+            game: GameKind::StoneGameIv,
+            n: 10_000_000_000,
+            limit: 1_000_000_000,
+        });
         assert_eq!((err.code(), err.field()), (Code::OutOfRange, Some("problem.stone_game_iv.n")));
         assert_eq!(err.metadata()["limit"], "1000000000");
     }

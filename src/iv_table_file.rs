@@ -1,16 +1,22 @@
 //! The Stone Game IV table on disk, so that a restarted server answers at once.
 //!
-//! The file is the sorted list of P-positions (7 MB up to 10^9) with a header and a
-//! CRC-32. A file that is truncated, corrupt, of another format or whose list fails
+//! The file is the sorted list of P-positions with a header and a CRC-32. A file that
+//! is truncated, corrupt, of another format or whose list fails
 //! [`check_losing_list`] is rejected as a whole: the caller recomputes rather than
 //! answer from a table it cannot trust. Saving writes a temporary file beside the target
 //! and renames it over, so a crash mid-save leaves the old file or none, never half.
 //! [`IvTableStore`] binds a file to the live table for the server: load once, save when
 //! the table has grown.
 //!
-//! Layout, little-endian: magic `GSIVLOSE` (8 bytes), version (u32, = 1), reserved (u32,
-//! = 0), covered (u64: every n below it is classified), count (u64), count × u32
-//! P-positions, then the CRC-32 of everything before it (u32).
+//! Layout, little-endian: magic `GSIVLOSE` (8 bytes), version (u32), reserved (u32, = 0),
+//! covered (u64: every n below it is classified), count (u64), then
+//! - version 2, written: the payload's length in bytes (u64), then count LEB128 varints,
+//!   the first P-position and then each one's distance from the previous minus 1 (gaps
+//!   near 10^10 take two bytes: 3.4 MB at 10^9, 17 MB at 10^10, where `u64`s would take
+//!   8 bytes each). Only the minimal encoding of a varint is read, so a list has one file.
+//! - version 1, still read: count × u32 P-positions (a table below 2^32).
+//!
+//! and the CRC-32 of everything before it (u32).
 
 use std::fs;
 use std::io::{self, Write};
@@ -23,8 +29,14 @@ use crate::games::stone_game_iv::{check_losing_list, InvalidLosingList};
 use crate::games::StoneGameIvTable;
 
 const MAGIC: [u8; 8] = *b"GSIVLOSE";
-const VERSION: u32 = 1;
+/// The version written.
+const VERSION: u32 = 2;
+/// The version of `u32` P-positions, still read.
+const VERSION_U32: u32 = 1;
+/// The header of version 1, the common part of both.
 const HEADER_BYTES: usize = 32;
+/// The header of version 2: the common part and the payload's length.
+const HEADER_V2_BYTES: usize = HEADER_BYTES + 8;
 const CRC_BYTES: usize = 4;
 
 /// A saved table: the P-positions below `covered`.
@@ -33,7 +45,7 @@ pub struct IvTableFile {
     /// Every n below this is classified.
     pub covered: u64,
     /// The P-positions below `covered`, strictly increasing.
-    pub losing: Vec<u32>,
+    pub losing: Vec<u64>,
 }
 
 /// Why a table file was not saved or not trusted.
@@ -92,6 +104,15 @@ pub enum IvTableFileError {
         /// The file.
         path: PathBuf,
     },
+    /// The payload is not the header's count of minimal varints, each P-position
+    /// below 2^64, and nothing else.
+    #[error("{path}: P-position {index} is not encoded as a minimal varint")]
+    BadEncoding {
+        /// The file.
+        path: PathBuf,
+        /// The index of the first P-position that fails (the count, for bytes left over).
+        index: u64,
+    },
     /// Well-formed, but the list is not the P-positions it claims to be.
     #[error("{path}: {source}")]
     BadList {
@@ -112,34 +133,27 @@ impl IvTableFile {
     /// Writes the table to `path` atomically: a temporary file beside it, flushed to
     /// disk, then renamed over it.
     pub fn save(&self, path: &Path) -> Result<(), IvTableFileError> {
-        let io_error = |source| IvTableFileError::Io { path: path.into(), source };
-        // Unique per save, so that two saves in flight never write the same temporary.
-        static SAVES: AtomicU64 = AtomicU64::new(0);
-        let mut temporary = path.as_os_str().to_owned();
-        temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
-        let temporary = PathBuf::from(temporary);
-        let written = fs::File::create(&temporary).and_then(|mut file| {
-            file.write_all(&self.encode())?;
-            file.sync_all()
-        });
-        if let Err(source) = written.and_then(|()| fs::rename(&temporary, path)) {
-            let _ = fs::remove_file(&temporary);
-            return Err(io_error(source));
-        }
-        Ok(())
+        write_atomically(path, &self.encode())
+            .map_err(|source| IvTableFileError::Io { path: path.into(), source })
     }
 
-    /// The file's bytes.
+    /// The file's bytes, in the current version. `losing` must be strictly increasing
+    /// (as [`check_losing_list`] checks).
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(HEADER_BYTES + 4 * self.losing.len() + CRC_BYTES);
+        let mut bytes = Vec::with_capacity(HEADER_V2_BYTES + 2 * self.losing.len() + CRC_BYTES);
         bytes.extend_from_slice(&MAGIC);
         bytes.extend_from_slice(&VERSION.to_le_bytes());
         bytes.extend_from_slice(&0u32.to_le_bytes());
         bytes.extend_from_slice(&self.covered.to_le_bytes());
         bytes.extend_from_slice(&(self.losing.len() as u64).to_le_bytes());
-        for p in &self.losing {
-            bytes.extend_from_slice(&p.to_le_bytes());
+        bytes.extend_from_slice(&0u64.to_le_bytes());
+        let mut next = 0;
+        for &p in &self.losing {
+            push_varint(&mut bytes, p - next);
+            next = p + 1;
         }
+        let payload = (bytes.len() - HEADER_V2_BYTES) as u64;
+        bytes[HEADER_BYTES..HEADER_V2_BYTES].copy_from_slice(&payload.to_le_bytes());
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         bytes
@@ -148,6 +162,11 @@ impl IvTableFile {
     /// Parses and verifies the bytes of a table file; `path` only names it in errors.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, IvTableFileError> {
         let path = path.to_path_buf();
+        if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+            // Empty, or cut inside the magic: a damaged table, not someone else's file.
+            let expected = (HEADER_BYTES + CRC_BYTES) as u64;
+            return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
+        }
         if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
             return Err(IvTableFileError::BadMagic { path });
         }
@@ -158,7 +177,7 @@ impl IvTableFile {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_U32 {
             return Err(IvTableFileError::UnsupportedVersion { path, version });
         }
         let flags = u32_at(12);
@@ -166,7 +185,15 @@ impl IvTableFile {
             return Err(IvTableFileError::UnsupportedFlags { path, flags });
         }
         let (covered, count) = (u64_at(16), u64_at(24));
-        let expected = count.saturating_mul(4).saturating_add((HEADER_BYTES + CRC_BYTES) as u64);
+        let (header, payload) = match version {
+            VERSION_U32 => (HEADER_BYTES, count.saturating_mul(4)),
+            _ if bytes.len() < HEADER_V2_BYTES + CRC_BYTES => {
+                let expected = (HEADER_V2_BYTES + CRC_BYTES) as u64;
+                return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
+            }
+            _ => (HEADER_V2_BYTES, u64_at(HEADER_BYTES)),
+        };
+        let expected = payload.saturating_add((header + CRC_BYTES) as u64);
         if expected != bytes.len() as u64 {
             return Err(IvTableFileError::BadLength { path, expected, found: bytes.len() as u64 });
         }
@@ -174,13 +201,119 @@ impl IvTableFile {
         if crc32fast::hash(content) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
             return Err(IvTableFileError::BadChecksum { path });
         }
-        let losing: Vec<u32> = content[HEADER_BYTES..]
-            .chunks_exact(4)
-            .map(|p| u32::from_le_bytes(p.try_into().expect("4 bytes")))
-            .collect();
+        let losing = match version {
+            VERSION_U32 => content[header..]
+                .chunks_exact(4)
+                .map(|p| u64::from(u32::from_le_bytes(p.try_into().expect("4 bytes"))))
+                .collect(),
+            _ => decode_gaps(&content[header..], count)
+                .map_err(|index| IvTableFileError::BadEncoding { path: path.clone(), index })?,
+        };
         check_losing_list(covered, &losing).map_err(|source| IvTableFileError::BadList { path, source })?;
         Ok(IvTableFile { covered, losing })
     }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, flushed to disk, then
+/// renamed over it, so that a crash mid-save leaves the old file or none, never half.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    // Unique per save, so that two saves in flight never write the same temporary.
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
+    let temporary = PathBuf::from(temporary);
+    let written = fs::File::create(&temporary).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&temporary, path));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    renamed
+}
+
+/// Removes the temporary files that saves of `path` by processes that died mid-save left
+/// beside it (`NAME.tmpPID.N`); those of this process are its own saves in flight.
+pub(crate) fn remove_stale_temporaries(path: &Path) {
+    let (Some(name), directory) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty()))
+    else {
+        return;
+    };
+    let prefix = format!("{}.tmp", name.to_string_lossy());
+    let own = format!("{prefix}{}.", std::process::id());
+    let Ok(entries) = fs::read_dir(directory.unwrap_or(Path::new("."))) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
+        let is_temporary = rest.split_once('.').is_some_and(|(pid, n)| {
+            !pid.is_empty() && !n.is_empty() && pid.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+        });
+        if is_temporary && !file_name.starts_with(&own) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(file = %entry.path().display(), "removed a table save left by a process that died")
+                }
+                Err(err) => {
+                    tracing::warn!(file = %entry.path().display(), "cannot remove a stale table save: {err}")
+                }
+            }
+        }
+    }
+}
+
+/// Whether a save to `path` could ever succeed: its directory exists.
+pub(crate) fn directory_exists(path: &Path) -> bool {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.is_dir(),
+        _ => true,
+    }
+}
+
+/// Appends `value` as a LEB128 varint: 7 bits a byte, low first, the high bit set on
+/// every byte but the last.
+fn push_varint(bytes: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        bytes.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    bytes.push(value as u8);
+}
+
+/// The `count` P-positions of a version 2 payload, or the index of the first that is
+/// not a minimal varint, overflows, or runs past the end (`count` for bytes left over).
+fn decode_gaps(payload: &[u8], count: u64) -> Result<Vec<u64>, u64> {
+    // Each takes at least a byte: a count beyond the payload fails below, unallocated.
+    let mut losing = Vec::with_capacity(count.min(payload.len() as u64) as usize);
+    let (mut at, mut next) = (0, 0u64);
+    for index in 0..count {
+        let (mut gap, mut shift) = (0u64, 0);
+        loop {
+            let Some(&byte) = payload.get(at) else { return Err(index) };
+            at += 1;
+            let bits = u64::from(byte & 0x7F);
+            // The tenth byte holds bit 63 alone; a last byte of 0 (after the first) is
+            // an overlong encoding.
+            if shift == 63 && bits > 1 || byte == 0 && shift > 0 {
+                return Err(index);
+            }
+            gap |= bits << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(index);
+            }
+        }
+        let p = next.checked_add(gap).ok_or(index)?;
+        losing.push(p);
+        next = p.checked_add(1).ok_or(index)?;
+    }
+    if at != payload.len() {
+        return Err(count);
+    }
+    Ok(losing)
 }
 
 /// A table file bound to a live table: loads it once, then saves whenever the table has
@@ -246,14 +379,11 @@ impl IvTableStore {
     /// file that is not a table at all (wrong magic: it is someone else's, and saving
     /// would overwrite it); a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
+        remove_stale_temporaries(&self.path);
         match self.load_into(table) {
             Ok(covered) => Ok(Opened::Loaded(covered)),
             Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
-                let directory = match path.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => parent,
-                    _ => Path::new("."),
-                };
-                match directory.is_dir() {
+                match directory_exists(&path) {
                     true => Ok(Opened::Missing),
                     false => Err(IvTableFileError::NoDirectory { path }),
                 }
@@ -264,6 +394,7 @@ impl IvTableStore {
                 | IvTableFileError::UnsupportedFlags { .. }
                 | IvTableFileError::BadLength { .. }
                 | IvTableFileError::BadChecksum { .. }
+                | IvTableFileError::BadEncoding { .. }
                 | IvTableFileError::BadList { .. }
                 | IvTableFileError::NoDirectory { .. }),
             ) => Ok(Opened::Untrusted(err)),
@@ -318,15 +449,33 @@ mod tests {
     fn every_truncation_is_rejected() {
         let bytes = table().encode();
         for len in [0, 7, 8, 20, HEADER_BYTES, HEADER_BYTES + 4, bytes.len() / 2, bytes.len() - 1] {
+            // Cut anywhere, even inside the magic, it is a damaged table (recomputed),
+            // not someone else's file (refused).
             let err = decode(&bytes[..len]).unwrap_err();
-            assert!(
-                matches!(err, IvTableFileError::BadMagic { .. } | IvTableFileError::BadLength { .. }),
-                "len {len}: {err}"
-            );
+            assert!(matches!(err, IvTableFileError::BadLength { .. }), "len {len}: {err}");
         }
         let mut padded = bytes.clone();
         padded.push(0);
         assert!(matches!(decode(&padded), Err(IvTableFileError::BadLength { .. })));
+    }
+
+    #[test]
+    fn an_empty_file_is_recomputed_and_saves_left_by_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iv.table");
+        fs::write(&path, b"").unwrap();
+        let stale = [dir.path().join("iv.table.tmp4000000.0"), dir.path().join("iv.table.tmp12.3")];
+        let kept = [dir.path().join("iv.table.tmpx.1"), dir.path().join("other.table.tmp12.3")];
+        for file in stale.iter().chain(&kept) {
+            fs::write(file, b"partial").unwrap();
+        }
+        let table = StoneGameIvTable::new(1000);
+        assert!(matches!(
+            IvTableStore::new(&path).open(&table),
+            Ok(Opened::Untrusted(IvTableFileError::BadLength { .. }))
+        ));
+        assert!(stale.iter().all(|file| !file.exists()), "stale saves removed");
+        assert!(kept.iter().all(|file| file.exists()), "nothing else touched");
     }
 
     #[test]
@@ -348,8 +497,104 @@ mod tests {
         bytes[0] = b'X';
         assert!(matches!(decode(&bytes), Err(IvTableFileError::BadMagic { .. })));
         let mut bytes = table().encode();
-        bytes[8] = 2;
-        assert!(matches!(decode(&bytes), Err(IvTableFileError::UnsupportedVersion { version: 2, .. })));
+        bytes[8] = 3;
+        assert!(matches!(decode(&bytes), Err(IvTableFileError::UnsupportedVersion { version: 3, .. })));
+    }
+
+    /// A file in version 1: `u32` P-positions, no payload length.
+    fn encode_v1(file: &IvTableFile) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&VERSION_U32.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&file.covered.to_le_bytes());
+        bytes.extend_from_slice(&(file.losing.len() as u64).to_le_bytes());
+        for &p in &file.losing {
+            bytes.extend_from_slice(&u32::try_from(p).unwrap().to_le_bytes());
+        }
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_version_1_file_still_loads_and_is_saved_again_in_version_2() {
+        let v1 = encode_v1(&table());
+        assert_eq!(v1.len(), HEADER_BYTES + 4 * table().losing.len() + CRC_BYTES);
+        let loaded = decode(&v1).unwrap();
+        assert_eq!(loaded, table());
+        let v2 = loaded.encode();
+        assert_eq!(u32::from_le_bytes(v2[8..12].try_into().unwrap()), VERSION);
+        // Gaps below 2^14 take two bytes, against four for a u32.
+        assert!(v2.len() < v1.len() * 55 / 100, "{} bytes against {}", v2.len(), v1.len());
+        assert_eq!(decode(&v2).unwrap(), table());
+        // A version 1 file is checked as strictly as ever.
+        let mut truncated = v1.clone();
+        truncated.truncate(v1.len() - 4);
+        assert!(matches!(decode(&truncated), Err(IvTableFileError::BadLength { .. })));
+        let mut unsorted = table();
+        unsorted.losing.swap(5, 6);
+        assert!(matches!(decode(&encode_v1(&unsorted)), Err(IvTableFileError::BadList { .. })));
+    }
+
+    #[test]
+    fn positions_above_2_to_the_32_round_trip_and_stay_unchecked_above_the_spot_check() {
+        // Made-up positions beyond the 2^20 the load recomputes: only form is checked.
+        let mut losing = losing_positions_below(1 << 20);
+        losing.extend([1 << 20 | 1, (1 << 32) - 1, 1 << 32, (1 << 32) + 1, 7_777_777_777, 9_999_999_999]);
+        let file = IvTableFile { covered: 10_000_000_000, losing };
+        let bytes = file.encode();
+        assert_eq!(decode(&bytes).unwrap(), file);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iv.table");
+        file.save(&path).unwrap();
+        assert_eq!(IvTableFile::load(&path).unwrap(), file);
+        // Beyond the largest table: refused.
+        let too_large = IvTableFile { covered: crate::games::stone_game_iv::MAX_LIMIT + 2, ..file };
+        assert!(matches!(decode(&too_large.encode()), Err(IvTableFileError::BadList { .. })));
+    }
+
+    /// `payload` as a version 2 file of `count` P-positions below `covered`, with a
+    /// valid checksum.
+    fn v2_with_payload(covered: u64, count: u64, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&covered.to_le_bytes());
+        bytes.extend_from_slice(&count.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(payload);
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn only_minimal_varints_that_fill_the_payload_are_read() {
+        // 0, 2, 5 as 0 then gaps minus one: 1, 2.
+        let good = v2_with_payload(6, 3, &[0, 1, 2]);
+        assert_eq!(decode(&good).unwrap(), IvTableFile { covered: 6, losing: vec![0, 2, 5] });
+        assert_eq!(IvTableFile { covered: 6, losing: vec![0, 2, 5] }.encode(), good);
+        let bad_encoding = |bytes: &[u8]| match decode(bytes) {
+            Err(IvTableFileError::BadEncoding { index, .. }) => Some(index),
+            _ => None,
+        };
+        // 1 written in two bytes: overlong.
+        assert_eq!(bad_encoding(&v2_with_payload(6, 3, &[0, 0x81, 0x00, 2])), Some(1));
+        // A varint cut short, a count the payload does not hold, bytes left over.
+        assert_eq!(bad_encoding(&v2_with_payload(6, 3, &[0, 1, 0x82])), Some(2));
+        assert_eq!(bad_encoding(&v2_with_payload(6, u64::MAX, &[0, 1, 2])), Some(3));
+        assert_eq!(bad_encoding(&v2_with_payload(6, 2, &[0, 1, 2])), Some(2));
+        // Eleven bytes, and ten whose last holds more than bit 63.
+        assert_eq!(bad_encoding(&v2_with_payload(6, 1, &[0xFF; 11])), Some(0));
+        let mut over = vec![0xFF; 9];
+        over.push(0x02);
+        assert_eq!(bad_encoding(&v2_with_payload(6, 1, &over)), Some(0));
+        // The largest gap that fits, then one more P-position: past 2^64.
+        let mut max = vec![0xFF; 9];
+        max.push(0x01);
+        assert_eq!(bad_encoding(&v2_with_payload(6, 1, &max)), Some(0));
+        let err = decode(&v2_with_payload(6, 3, &[0, 1, 0x82])).unwrap_err();
+        assert_eq!(err.to_string(), "iv.table: P-position 2 is not encoded as a minimal varint");
     }
 
     #[test]

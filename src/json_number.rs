@@ -103,8 +103,8 @@ impl<T: ProtoInteger> Visitor<'_> for IntegerVisitor<T> {
 
 /// A repeated integer field: a JSON array of [`NumberDeserialize`] values. `build.rs`
 /// puts it where the generated code reads a `Vec` of them, because serde_json gives no
-/// length and serde's own `Vec` then grows from nothing (4, 8, 16, 32: a copy each time),
-/// 2% of the bulk client's CPU on issue 11's real-world shape (`perf`); this one starts
+/// length and serde's own `Vec` then grows from nothing (4, 8, 16, 32: a copy each time;
+/// `cargo bench --bench bulk`, `client_parse`, and docs/performance.md); this one starts
 /// with room for [`FIRST_CAPACITY`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumberVec<T>(pub Vec<NumberDeserialize<T>>);

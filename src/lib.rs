@@ -1,7 +1,10 @@
-//! gamesolver: exact answers to three two-player games, in bulk, over gRPC.
+//! gamesolver: exact answers to four two-player games, in bulk, over gRPC.
 //!
 //! # Layout
-//! - [`games`]: the pure solver core, one module a game; no I/O, no async, no protobuf.
+//! Layers point one way: `games` <- `convert`/`codec` <- `service` <- `server` <- the
+//! binaries; `client` sits beside `server` and never imports it (`docs/architecture.md`).
+//! - [`games`]: the pure solver core, one module a game, and [`games::GameKind`], what the
+//!   rest of the crate asks of a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
 //! - [`codec`]: the gRPC codec: prost, with a one-pass decoder for batches of problems
@@ -9,10 +12,13 @@
 //!   prost's bytes.
 //! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
-//! - [`iv_table_file`]: the Stone Game IV table on disk: atomic save, verified load.
-//! - [`server`]: `serve(listener, config, shutdown)`: the whole server: accept loop and
-//!   connection bounds, TLS, call limits, metrics, health, reflection, the status codes
-//!   other gRPC stacks send, and the Stone Game IV table's lifecycle.
+//! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
+//!   load.
+//! - [`seconds`]: durations as flags give them.
+//! - [`server`]: [`server::Server`] (`bind`, then `run`): the whole server: accept loop
+//!   and per-client connection bounds, TLS, call limits and the request budget, metrics,
+//!   health, reflection, the status codes other gRPC stacks send, and the tables'
+//!   lifecycle; [`server::config`] holds every flag.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - [`allocator`]: mimalloc's settings, shared by the two binaries.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
@@ -23,6 +29,7 @@ pub mod client;
 pub mod codec;
 pub mod convert;
 pub mod games;
+pub mod grundy_table_file;
 pub mod iv_table_file;
 mod json_number;
 pub mod pb;

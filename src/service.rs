@@ -25,7 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, ProblemError};
-use crate::games::{Game, GameKind, Outcome, StoneGameIvTable};
+use crate::games::{Game, GameKind, Outcome, Tables};
 use crate::pb;
 use crate::pool::{self, PoolError};
 use crate::seconds::Timeout;
@@ -120,16 +120,16 @@ impl Drop for Tally {
 /// The solver behind the RPCs: the Stone Game IV table plus the fan-out policy.
 #[derive(Debug)]
 pub struct Solver {
-    iv_table: Arc<StoneGameIvTable>,
+    tables: Arc<Tables>,
     config: SolverConfig,
     /// Told of problems answered and table extensions.
     observer: Option<Arc<dyn SolveObserver>>,
 }
 
 impl Solver {
-    /// A solver answering Stone Game IV from `iv_table`.
-    pub fn new(iv_table: Arc<StoneGameIvTable>, config: SolverConfig) -> Self {
-        Solver { iv_table, config, observer: None }
+    /// A solver answering the table-driven games from `tables`.
+    pub fn new(tables: Arc<Tables>, config: SolverConfig) -> Self {
+        Solver { tables, config, observer: None }
     }
 
     /// The same solver, reporting what it does to `observer`.
@@ -143,32 +143,36 @@ impl Solver {
         Some(Tally { observer, counts: Vec::new() })
     }
 
-    /// Grows the Stone Game IV table to the largest pile in `piles` that needs it.
-    async fn prepare_iv(&self, piles: impl Iterator<Item = u64>) -> Result<(), PoolError> {
-        let Some(n) = piles.filter(|&n| self.iv_table.needs_extension(n)).max() else {
-            return Ok(());
-        };
-        let table = Arc::clone(&self.iv_table);
-        let started = std::time::Instant::now();
-        // An OutOfRange here cannot happen (needs_extension checks the limit), and a
-        // pile that is out of range gets its own error from `solve`.
-        pool::run_blocking(move || table.extend_to(n).map(drop)).await?.ok();
-        if let Some(observer) = &self.observer {
-            observer.table_extended(GameKind::StoneGameIv, "request", started.elapsed().as_secs_f64());
+    /// Grows each table to the largest pile among `games` that needs it, on the
+    /// blocking pool (a table extension can take seconds). Piles beyond a table's limit
+    /// get their own error from `solve`.
+    async fn prepare<'a>(&self, games: impl Iterator<Item = &'a Game>) -> Result<(), PoolError> {
+        let mut needed: Vec<(GameKind, u64)> = Vec::new();
+        for (kind, n) in games.filter_map(|game| self.tables.needs_extension(game)) {
+            match needed.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, most)) => *most = (*most).max(n),
+                None => needed.push((kind, n)),
+            }
+        }
+        for (kind, n) in needed {
+            let tables = Arc::clone(&self.tables);
+            let started = std::time::Instant::now();
+            pool::run_blocking(move || tables.extend(kind, n)).await?;
+            if let Some(observer) = &self.observer {
+                observer.table_extended(kind, "request", started.elapsed().as_secs_f64());
+            }
         }
         Ok(())
     }
 
     /// Solves one game; with `winner_only`, no winning move is looked for.
     pub async fn solve(&self, game: Game, winner_only: bool) -> Result<Outcome, ProblemError> {
-        if let Game::StoneGameIv(n) = game {
-            self.prepare_iv(std::iter::once(n)).await?;
-        }
+        self.prepare(std::iter::once(&game)).await?;
         if game.work() <= self.config.inline_work {
-            return solve_guarded(&game, &self.iv_table, winner_only);
+            return solve_guarded(&game, &self.tables, winner_only);
         }
-        let table = Arc::clone(&self.iv_table);
-        pool::run(move |_| solve_guarded(&game, &table, winner_only)).await?
+        let tables = Arc::clone(&self.tables);
+        pool::run(move |_| solve_guarded(&game, &tables, winner_only)).await?
     }
 
     /// Solves one wire problem (which may be unset) into its wire solution; errors go
@@ -206,35 +210,37 @@ impl Solver {
             .into_iter()
             .map(|problem| (convert::game_label(Some(&problem)), convert::problem(problem)))
             .collect();
-        if let Err(err) = self.prepare_iv(piles(&problems)).await {
-            // The table could not grow: only the piles that needed it fail.
+        if let Err(err) = self.prepare(games(&problems)).await {
+            // A table could not grow: only the problems that needed it fail.
             for (_, (_, game)) in &mut problems {
-                if matches!(game, Ok(Game::StoneGameIv(n)) if self.iv_table.needs_extension(*n)) {
+                if game.as_ref().is_ok_and(|game| self.tables.needs_extension(game).is_some()) {
                     *game = Err(err.clone().into());
                 }
             }
         }
 
-        self.iv_table.preload_moves(piles(&problems));
+        self.tables.iv.preload_moves(games(&problems).filter_map(|game| match game {
+            Game::StoneGameIv(n) => Some(*n),
+            _ => None,
+        }));
         let work: usize = problems.iter().map(|(_, (_, game))| game.as_ref().map_or(1, Game::work)).sum();
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
             let observer = self.observer.clone();
             move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
-        let solve_one =
-            move |table: &StoneGameIvTable, tally: &mut Option<Tally>, (label, (id, game)): Converted| {
-                let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
-                if let Some(tally) = tally {
-                    tally.record(label, &result);
-                }
-                convert::solution(id, result)
-            };
+        let solve_one = move |table: &Tables, tally: &mut Option<Tally>, (label, (id, game)): Converted| {
+            let result = game.and_then(|game| solve_guarded(&game, table, winner_only));
+            if let Some(tally) = tally {
+                tally.record(label, &result);
+            }
+            convert::solution(id, result)
+        };
         if work <= self.config.inline_work {
             let mut tally = tally();
-            return Ok(problems.into_iter().map(|p| solve_one(&self.iv_table, &mut tally, p)).collect());
+            return Ok(problems.into_iter().map(|p| solve_one(&self.tables, &mut tally, p)).collect());
         }
-        let table = Arc::clone(&self.iv_table);
+        let table = Arc::clone(&self.tables);
         pool::run(move |caller| {
             problems
                 .into_par_iter()
@@ -253,21 +259,17 @@ impl Solver {
 /// A batch's problem as the solver takes it: its metrics label, its id and its game.
 type Converted = (&'static str, (String, Result<Game, ProblemError>));
 
-/// The Stone Game IV piles of a batch's converted problems.
-fn piles(problems: &[Converted]) -> impl Iterator<Item = u64> + '_ {
-    problems.iter().filter_map(|(_, (_, game))| match game {
-        Ok(Game::StoneGameIv(n)) => Some(*n),
-        _ => None,
-    })
+/// The games of a batch's converted problems that converted.
+fn games(problems: &[Converted]) -> impl Iterator<Item = &Game> + '_ {
+    problems.iter().filter_map(|(_, (_, game))| game.as_ref().ok())
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.
-/// With `winner_only`, no move is looked for: a Stone Game IV answer is then one binary
-/// search instead of a walk over the P-positions.
-fn solve_guarded(game: &Game, table: &StoneGameIvTable, winner_only: bool) -> Result<Outcome, ProblemError> {
+/// With `winner_only`, no move is looked for ([`Game::winner`]).
+fn solve_guarded(game: &Game, tables: &Tables, winner_only: bool) -> Result<Outcome, ProblemError> {
     let solved = catch_unwind(AssertUnwindSafe(|| match winner_only {
-        true => game.winner(table).map(|winner| Outcome { winner, winning_move: None }),
-        false => game.solve(table),
+        true => game.winner(tables),
+        false => game.solve(tables),
     }));
     solved
         .map_err(|_| {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{assert_all_correct, generate};
 use futures::Stream;
 use gamesolver::client::{self, ClientError, InputSource, SolveConfig};
-use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::pb;
 use gamesolver::pb::game_solver_service_server::{GameSolverService, GameSolverServiceServer};
 use gamesolver::service::{Solver, SolverConfig};
@@ -90,7 +90,7 @@ async fn serve(broken_calls: usize, answered: usize, code: Code) -> String {
 
 /// As [`serve`], with the count of `SolveBatchStream` calls opened on it.
 async fn serve_counting(broken_calls: usize, answered: usize, code: Code) -> (String, Arc<AtomicUsize>) {
-    let table = Arc::new(StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT));
+    let table = Arc::new(Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT));
     let calls = Arc::new(AtomicUsize::new(0));
     let flaky = Flaky {
         solver: Arc::new(Solver::new(table, SolverConfig::default())),

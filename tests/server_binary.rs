@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{solve, ServerProcess};
-use gamesolver::games::{Game, StoneGameIvTable};
+use gamesolver::games::{Game, Tables};
 use gamesolver::iv_table_file::IvTableFile;
 use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
 use production::{client_tls, write_leaf, TestCa};
@@ -153,7 +153,7 @@ fn problems(stderr: &[u8]) -> String {
 /// Answers for `piles` from the server at `url`, compared with the solver core's.
 async fn assert_answers(url: String, piles: &[u64]) {
     let mut client = GameSolverServiceClient::connect(url).await.unwrap();
-    let table = StoneGameIvTable::new(1_000_000);
+    let table = Tables::new(1_000_000, 1_000);
     for &n in piles {
         let answer = solve(&mut client, iv(n)).await.unwrap();
         let expected = Game::StoneGameIv(n).solve(&table).unwrap();
@@ -194,7 +194,7 @@ async fn the_iv_table_file_survives_a_restart_and_a_corrupt_one_is_recomputed() 
     for corrupt in [disk_error, shifted.encode()] {
         std::fs::write(&path, &corrupt).unwrap();
         let mut server = ServerProcess::start("127.0.0.1:0", &flags);
-        assert_answers(server.url(), &[u64::from(p), u64::from(p) + 1, 299_999, 2]).await;
+        assert_answers(server.url(), &[p, p + 1, 299_999, 2]).await;
         server.signal("TERM");
         assert_eq!(server.wait_exit().await.code(), Some(0));
         assert_eq!(IvTableFile::load(&path).unwrap().losing[index], p, "the file was rewritten whole");

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use common::{expected, iv, ix, limits, solve, stream_request, sum, Client, TestServer};
 use futures::StreamExt;
-use gamesolver::games::StoneGameIvTable;
 use gamesolver::pb;
 use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::{ServerConfig, SERVICE_NAME};
@@ -214,7 +213,7 @@ async fn batch_keeps_order_and_reports_bad_problems_in_place() {
 
 /// One answer per problem, in order, each what the solver core says.
 fn assert_matches_core(problems: &[pb::Problem], answers: &[pb::Solution]) {
-    let table = StoneGameIvTable::new(10_000);
+    let table = gamesolver::games::Tables::new(10_000, 10_000);
     assert_eq!(answers.len(), problems.len());
     for (problem, answer) in problems.iter().zip(answers) {
         assert_eq!(answer, &expected(problem, &table));

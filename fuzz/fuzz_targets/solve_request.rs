@@ -4,13 +4,14 @@
 //! shapes every RPC uses), each problem goes through `convert` and `Game::solve`, and the
 //! response must survive an encode/decode round trip. Every answer is checked: Sum Game
 //! and Stone Game IX against plain re-implementations of their rules, Stone Game IV
-//! against the definition (exactly below 2^16, by its moves above).
+//! against the definition (exactly below 2^16, by its moves above), Nim Square against
+//! the plain dynamic programme's Grundy values and the rule of its move.
 #![no_main]
 
 use std::sync::OnceLock;
 
 use gamesolver::convert::{self, ProblemError};
-use gamesolver::games::{Game, Move, Outcome, Player, SolveError, StoneGameIvTable};
+use gamesolver::games::{nim_square, Game, GameKind, Move, Outcome, Player, SolveError, Tables};
 use gamesolver::pb;
 use gamesolver_fuzz::{StoneGameIvReference, IV_REFERENCE_END};
 use libfuzzer_sys::fuzz_target;
@@ -20,6 +21,9 @@ use prost::Message;
 /// every pile above it must be refused as out of range.
 const IV_LIMIT: u64 = 1_000_000;
 
+/// The fuzzer's Nim Square limit, below which the plain programme is the reference.
+const GRUNDY_LIMIT: u64 = 20_000;
+
 /// Longer inputs are skipped: a request's cost is linear in its size, and short ones
 /// reach every branch while keeping the run at thousands of inputs a second.
 const MAX_INPUT_BYTES: usize = 64 * 1024;
@@ -28,9 +32,14 @@ const MAX_INPUT_BYTES: usize = 64 * 1024;
 /// no winning move: the full check costs √n solves.
 const IV_MOVES_CHECKED: u64 = 64;
 
-fn iv_table() -> &'static StoneGameIvTable {
-    static TABLE: OnceLock<StoneGameIvTable> = OnceLock::new();
-    TABLE.get_or_init(|| StoneGameIvTable::new(IV_LIMIT))
+fn tables() -> &'static Tables {
+    static TABLES: OnceLock<Tables> = OnceLock::new();
+    TABLES.get_or_init(|| Tables::new(IV_LIMIT, GRUNDY_LIMIT))
+}
+
+fn grundy_reference() -> &'static [u16] {
+    static VALUES: OnceLock<Vec<u16>> = OnceLock::new();
+    VALUES.get_or_init(|| nim_square::baseline::grundy_values_below(GRUNDY_LIMIT + 1))
 }
 
 fn iv_reference() -> &'static StoneGameIvReference {
@@ -85,7 +94,7 @@ fn check_conversion(wire: Option<pb::problem::Game>, game: &Result<Game, Problem
 /// returns the wire solution.
 fn solve_and_check(id: String, game: Result<Game, ProblemError>) -> pb::Solution {
     let result = game.and_then(|game| {
-        let outcome = game.solve(iv_table());
+        let outcome = game.solve(tables());
         check_outcome(&game, &outcome);
         outcome.map_err(ProblemError::from)
     });
@@ -97,6 +106,7 @@ fn solve_and_check(id: String, game: Result<Game, ProblemError>) -> pb::Solution
             assert_eq!(solution.alice_wins, outcome.winner == Player::Alice);
             assert_eq!(solution.winner, pb::Winner::from(outcome.winner) as i32);
             assert_eq!(solution.winning_move, outcome.winning_move.map(pb::Move::from));
+            assert_eq!(solution.nim_value, outcome.nim_value);
         }
         Err(err) => {
             let wire = solution.error.as_ref().expect("an error solution carries its error");
@@ -120,7 +130,34 @@ fn check_outcome(game: &Game, outcome: &Result<Outcome, SolveError>) {
             assert_eq!(outcome, &Ok(stone_game_ix_reference(stones)), "stone game ix {stones:?}")
         }
         Game::StoneGameIv(n) => check_stone_game_iv(*n, outcome),
+        Game::NimSquare(piles) => check_nim_square(piles, outcome),
     }
+}
+
+/// Above the limit: `OutOfRange` for the first such pile. Within it: the nim value is the
+/// XOR of the plain programme's values, Bob wins exactly when it is 0, and Alice's move
+/// is the first pile with a square that leaves a value of 0, the smallest such square.
+fn check_nim_square(piles: &[u64], outcome: &Result<Outcome, SolveError>) {
+    if let Some(&n) = piles.iter().find(|&&n| n > GRUNDY_LIMIT) {
+        assert_eq!(outcome, &Err(SolveError::OutOfRange { game: GameKind::NimSquare, n, limit: GRUNDY_LIMIT }));
+        return;
+    }
+    let values = grundy_reference();
+    let value = |n: u64| u32::from(values[n as usize]);
+    let nim_value = piles.iter().fold(0, |xor, &n| xor ^ value(n));
+    let expected_move = (0u64..).zip(piles).find_map(|(pile, &n)| {
+        let target = value(n) ^ nim_value;
+        (1..=n.isqrt()).map(|k| k * k).find(|&take| value(n - take) == target).map(|take| (pile, take))
+    });
+    let expected = match nim_value {
+        0 => Outcome { winner: Player::Bob, winning_move: None, nim_value: Some(0) },
+        _ => Outcome {
+            winner: Player::Alice,
+            winning_move: expected_move.map(|(pile, take)| Move::NimSquare(nim_square::NimSquareMove { pile, take })),
+            nim_value: Some(nim_value),
+        },
+    };
+    assert_eq!(outcome, &Ok(expected), "nim square {piles:?}");
 }
 
 /// Sum Game by its rules, one byte at a time: the first byte that is neither a digit nor
@@ -183,7 +220,7 @@ fn stone_game_ix_reference(stones: &[u64]) -> Outcome {
 /// has no winning move among the first squares.
 fn check_stone_game_iv(n: u64, outcome: &Result<Outcome, SolveError>) {
     if n > IV_LIMIT {
-        assert_eq!(outcome, &Err(SolveError::OutOfRange { n, limit: IV_LIMIT }));
+        assert_eq!(outcome, &Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n, limit: IV_LIMIT }));
         return;
     }
     let outcome = outcome.as_ref().unwrap_or_else(|err| panic!("n = {n} within the limit: {err}"));
@@ -196,7 +233,7 @@ fn check_stone_game_iv(n: u64, outcome: &Result<Outcome, SolveError>) {
         assert_eq!(outcome, &expected, "stone game iv n = {n}");
         return;
     }
-    let solve = |n: u64| iv_table().solve(n).expect("within the limit").winner;
+    let solve = |n: u64| tables().iv.solve(n).expect("within the limit").winner;
     match (outcome.winner, outcome.winning_move) {
         (Player::Alice, Some(Move::StoneGameIv { take })) => {
             let k = take.isqrt();

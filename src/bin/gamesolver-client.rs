@@ -160,6 +160,12 @@ struct GenArgs {
     /// Stone Game IV pile sizes, `N` or `MIN..MAX`.
     #[arg(long, default_value_t = GenConfig::default().iv_n)]
     iv_n: SizeRange,
+    /// Nim Square number of piles, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().nim_piles)]
+    nim_piles: SizeRange,
+    /// Nim Square pile sizes, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().nim_n)]
+    nim_n: SizeRange,
     /// Output file (`-` or none: stdout).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -280,6 +286,8 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
         ix_len: args.ix_len,
         ix_value: args.ix_value,
         iv_n: args.iv_n,
+        nim_piles: args.nim_piles,
+        nim_n: args.nim_n,
     };
     match &output_file(args.output) {
         Some(path) => {

@@ -10,22 +10,29 @@ use std::str::FromStr;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::games::GameKind;
 use crate::pb::{self, problem::Game};
 
-/// Relative weights of the three games in a generated file.
+/// Relative weights of the games in a generated file, in [`GameKind::ALL`]'s order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mix {
-    /// Weight of Sum Game problems.
-    pub sum: u32,
-    /// Weight of Stone Game IX problems.
-    pub ix: u32,
-    /// Weight of Stone Game IV problems.
-    pub iv: u32,
+pub struct Mix(pub [u32; GameKind::ALL.len()]);
+
+impl Mix {
+    /// The weight of `game`.
+    pub fn weight(&self, game: GameKind) -> u32 {
+        self.0[GameKind::ALL.iter().position(|&g| g == game).expect("every game is in ALL")]
+    }
+
+    /// `(game, weight)` for every game.
+    fn weights(&self) -> impl Iterator<Item = (GameKind, u32)> + '_ {
+        GameKind::ALL.into_iter().zip(self.0)
+    }
 }
 
 impl Default for Mix {
+    /// Sum Game, Stone Game IX and Stone Game IV as 4:4:2; Nim Square only when asked.
     fn default() -> Self {
-        Mix { sum: 4, ix: 4, iv: 2 }
+        Mix([4, 4, 2, 0])
     }
 }
 
@@ -37,23 +44,26 @@ pub struct ParseError(String);
 impl FromStr for Mix {
     type Err = ParseError;
 
-    /// `sum=4,ix=4,iv=2`; games left out weigh 0.
+    /// `sum=4,ix=4,iv=2,nim=1`; games left out weigh 0.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut mix = Mix { sum: 0, ix: 0, iv: 0 };
+        let mut mix = Mix([0; GameKind::ALL.len()]);
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, weight) = part
                 .split_once('=')
                 .ok_or_else(|| ParseError(format!("expected GAME=WEIGHT, got {part:?}")))?;
             let weight: u32 =
                 weight.trim().parse().map_err(|_| ParseError(format!("bad weight in {part:?}")))?;
-            match name.trim() {
-                "sum" => mix.sum = weight,
-                "ix" => mix.ix = weight,
-                "iv" => mix.iv = weight,
-                other => return Err(ParseError(format!("unknown game {other:?}; expected sum, ix or iv"))),
-            }
+            let Some(index) = GameKind::ALL.iter().position(|game| game.mix_key() == name.trim()) else {
+                let keys: Vec<_> = GameKind::ALL.iter().map(|game| game.mix_key()).collect();
+                return Err(ParseError(format!(
+                    "unknown game {:?}; expected one of {}",
+                    name.trim(),
+                    keys.join(", ")
+                )));
+            };
+            mix.0[index] = weight;
         }
-        if mix.sum + mix.ix + mix.iv == 0 {
+        if mix.0.iter().all(|&weight| weight == 0) {
             return Err(ParseError("the mix needs at least one positive weight".into()));
         }
         Ok(mix)
@@ -61,9 +71,14 @@ impl FromStr for Mix {
 }
 
 impl std::fmt::Display for Mix {
-    /// The form [`Mix::from_str`] reads.
+    /// The form [`Mix::from_str`] reads, games of weight 0 left out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "sum={},ix={},iv={}", self.sum, self.ix, self.iv)
+        let parts: Vec<_> = self
+            .weights()
+            .filter(|&(_, w)| w > 0)
+            .map(|(game, w)| format!("{}={w}", game.mix_key()))
+            .collect();
+        f.write_str(&parts.join(","))
     }
 }
 
@@ -115,6 +130,10 @@ pub struct GenConfig {
     pub ix_value: SizeRange,
     /// Stone Game IV pile sizes.
     pub iv_n: SizeRange,
+    /// Nim Square number of piles.
+    pub nim_piles: SizeRange,
+    /// Nim Square pile sizes.
+    pub nim_n: SizeRange,
 }
 
 impl Default for GenConfig {
@@ -127,6 +146,8 @@ impl Default for GenConfig {
             ix_len: SizeRange(1..=12),
             ix_value: SizeRange(1..=1000),
             iv_n: SizeRange(0..=1000),
+            nim_piles: SizeRange(1..=4),
+            nim_n: SizeRange(0..=1000),
         }
     }
 }
@@ -135,29 +156,49 @@ impl Default for GenConfig {
 /// pbjson writes it), with ids `g1`, `g2`, ...
 pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let Mix { sum, ix, iv } = config.mix;
-    let total = sum + ix + iv;
+    let total: u32 = config.mix.0.iter().sum();
     let mut line = Vec::with_capacity(256);
     for i in 1..=config.count {
-        let pick = rng.random_range(0..total);
-        let game = if pick < sum {
-            let len = rng.random_range(config.sum_len.0.clone()) & !1;
-            // Each problem has its own share of '?', so that both winners and every
-            // kind of winning move show up.
-            let unknown = rng.random_range(0..=100u32);
-            let num = (0..len)
-                .map(|_| match rng.random_range(0..100u32) < unknown {
-                    true => '?',
-                    false => char::from(b'0' + rng.random_range(0..10u8)),
-                })
-                .collect();
-            Game::SumGame(pb::SumGame { num })
-        } else if pick < sum + ix {
-            let len = rng.random_range(config.ix_len.0.clone());
-            let stones = (0..len).map(|_| rng.random_range(config.ix_value.0.clone())).collect();
-            Game::StoneGameIx(pb::StoneGameIx { stones })
-        } else {
-            Game::StoneGameIv(pb::StoneGameIv { n: rng.random_range(config.iv_n.0.clone()) })
+        let mut pick = rng.random_range(0..total);
+        let kind = config
+            .mix
+            .weights()
+            .find(|&(_, weight)| match pick < weight {
+                true => true,
+                false => {
+                    pick -= weight;
+                    false
+                }
+            })
+            .map(|(game, _)| game)
+            .expect("pick is below the total weight");
+        let game = match kind {
+            GameKind::SumGame => {
+                let len = rng.random_range(config.sum_len.0.clone()) & !1;
+                // Each problem has its own share of '?', so that both winners and every
+                // kind of winning move show up.
+                let unknown = rng.random_range(0..=100u32);
+                let num = (0..len)
+                    .map(|_| match rng.random_range(0..100u32) < unknown {
+                        true => '?',
+                        false => char::from(b'0' + rng.random_range(0..10u8)),
+                    })
+                    .collect();
+                Game::SumGame(pb::SumGame { num })
+            }
+            GameKind::StoneGameIx => {
+                let len = rng.random_range(config.ix_len.0.clone());
+                let stones = (0..len).map(|_| rng.random_range(config.ix_value.0.clone())).collect();
+                Game::StoneGameIx(pb::StoneGameIx { stones })
+            }
+            GameKind::StoneGameIv => {
+                Game::StoneGameIv(pb::StoneGameIv { n: rng.random_range(config.iv_n.0.clone()) })
+            }
+            GameKind::NimSquare => {
+                let len = rng.random_range(config.nim_piles.0.clone());
+                let piles = (0..len).map(|_| rng.random_range(config.nim_n.0.clone())).collect();
+                Game::NimSquare(pb::NimSquare { piles })
+            }
         };
         line.clear();
         serde_json::to_writer(&mut line, &pb::Problem { id: format!("g{i}"), game: Some(game) })?;
@@ -202,9 +243,12 @@ mod tests {
             sum_len: SizeRange(3..=9),
             ix_value: SizeRange(5..=6),
             iv_n: SizeRange(10..=20),
+            nim_piles: SizeRange(2..=3),
+            nim_n: SizeRange(30..=40),
+            mix: "sum=4,ix=4,iv=2,nim=2".parse().unwrap(),
             ..GenConfig::default()
         };
-        let mut seen = [0; 3];
+        let mut seen = [0; 4];
         for (i, line) in generated(&config).lines().enumerate() {
             let problem = parse_problem(line.as_bytes(), i as u64 + 1).unwrap();
             assert_eq!(problem.id, format!("g{}", i + 1));
@@ -221,6 +265,12 @@ mod tests {
                     seen[2] += 1;
                     assert!((10..=20).contains(&g.n));
                 }
+                Game::NimSquare(g) => {
+                    seen[3] += 1;
+                    assert!(
+                        (2..=3).contains(&g.piles.len()) && g.piles.iter().all(|n| (30..=40).contains(n))
+                    );
+                }
             }
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
@@ -228,7 +278,9 @@ mod tests {
 
     #[test]
     fn flags_parse() {
-        assert_eq!("sum=1, iv=3".parse::<Mix>(), Ok(Mix { sum: 1, ix: 0, iv: 3 }));
+        assert_eq!("sum=1, iv=3".parse::<Mix>(), Ok(Mix([1, 0, 3, 0])));
+        assert_eq!("nim=2".parse::<Mix>().unwrap().weight(GameKind::NimSquare), 2);
+        assert_eq!("sum=1,nim=2".parse::<Mix>().unwrap().to_string(), "sum=1,nim=2");
         assert!("sum=0".parse::<Mix>().is_err());
         assert!("chess=1".parse::<Mix>().is_err());
         assert_eq!("4..=8".parse::<SizeRange>(), Ok(SizeRange(4..=8)));

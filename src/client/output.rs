@@ -217,6 +217,7 @@ mod tests {
             winner: pb::Winner::Alice.into(),
             winning_move: Some(pb::Move { game: Some(game) }),
             error: None,
+            nim_value: None,
         };
         vec![
             pb::Solution { id: "b".into(), winner: pb::Winner::Bob.into(), ..Default::default() },

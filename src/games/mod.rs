@@ -4,6 +4,7 @@
 //! winning move. `exhaustive` holds the brute-force minimax that the tests hold every
 //! solver to.
 
+pub mod nim_square;
 pub mod stone_game_iv;
 pub mod stone_game_ix;
 pub mod sum_game;
@@ -11,6 +12,7 @@ pub mod sum_game;
 #[cfg(test)]
 pub(crate) mod exhaustive;
 
+pub use nim_square::GrundyTable;
 pub use stone_game_iv::StoneGameIvTable;
 
 /// A player; Alice always moves first.
@@ -42,6 +44,8 @@ pub enum Move {
         /// The square number of stones to take.
         take: u64,
     },
+    /// Take `take` stones (a non-zero square) from pile number `pile`.
+    NimSquare(nim_square::NimSquareMove),
 }
 
 /// The result of optimal play.
@@ -51,15 +55,32 @@ pub struct Outcome {
     pub winner: Player,
     /// When Alice wins and a move is left to make, one move that keeps her winning.
     pub winning_move: Option<Move>,
+    /// Nim Square only: the position's nim value (0 exactly when Bob wins).
+    pub nim_value: Option<u32>,
+}
+
+impl From<nim_square::NimSquareOutcome> for Outcome {
+    fn from(outcome: nim_square::NimSquareOutcome) -> Self {
+        Outcome {
+            winner: outcome.winner,
+            winning_move: outcome.winning_move.map(Move::NimSquare),
+            nim_value: Some(outcome.nim_value),
+        }
+    }
 }
 
 impl Outcome {
     /// Bob wins; there is nothing for Alice to play.
-    pub const BOB: Outcome = Outcome { winner: Player::Bob, winning_move: None };
+    pub const BOB: Outcome = Outcome { winner: Player::Bob, winning_move: None, nim_value: None };
 
     /// Alice wins by playing `winning_move` (if any move is left).
     pub fn alice(winning_move: Option<Move>) -> Self {
-        Outcome { winner: Player::Alice, winning_move }
+        Outcome { winner: Player::Alice, winning_move, nim_value: None }
+    }
+
+    /// The same outcome without its move: what `winner_only` answers.
+    pub fn without_move(self) -> Self {
+        Outcome { winning_move: None, ..self }
     }
 
     /// True when Alice wins.
@@ -80,11 +101,14 @@ pub enum GameKind {
     StoneGameIx,
     /// [`stone_game_iv`].
     StoneGameIv,
+    /// [`nim_square`].
+    NimSquare,
 }
 
 impl GameKind {
     /// Every game, in the order of the wire contract's `oneof`.
-    pub const ALL: [GameKind; 3] = [GameKind::SumGame, GameKind::StoneGameIx, GameKind::StoneGameIv];
+    pub const ALL: [GameKind; 4] =
+        [GameKind::SumGame, GameKind::StoneGameIx, GameKind::StoneGameIv, GameKind::NimSquare];
 
     /// (metrics and log label, name in messages, JSON field, `gen --mix` key).
     const fn facts(self) -> (&'static str, &'static str, &'static str, &'static str) {
@@ -92,6 +116,7 @@ impl GameKind {
             GameKind::SumGame => ("sum_game", "sum game", "sumGame", "sum"),
             GameKind::StoneGameIx => ("stone_game_ix", "stone game ix", "stoneGameIx", "ix"),
             GameKind::StoneGameIv => ("stone_game_iv", "stone game iv", "stoneGameIv", "iv"),
+            GameKind::NimSquare => ("nim_square", "nim square", "nimSquare", "nim"),
         }
     }
 
@@ -125,6 +150,46 @@ pub enum Game {
     StoneGameIx(Vec<u64>),
     /// Stone Game IV pile size.
     StoneGameIv(u64),
+    /// Nim Square pile sizes.
+    NimSquare(Vec<u64>),
+}
+
+/// The tables the table-driven games answer from, shared by every call.
+#[derive(Debug)]
+pub struct Tables {
+    /// Stone Game IV's P-positions.
+    pub iv: std::sync::Arc<StoneGameIvTable>,
+    /// Nim Square's Grundy values.
+    pub grundy: std::sync::Arc<GrundyTable>,
+}
+
+impl Tables {
+    /// Tables answering piles up to `iv_limit` and `grundy_limit`.
+    pub fn new(iv_limit: u64, grundy_limit: u64) -> Self {
+        Tables { iv: StoneGameIvTable::new(iv_limit).into(), grundy: GrundyTable::new(grundy_limit).into() }
+    }
+
+    /// The largest pile of `game` that its table must cover first, if it does not yet.
+    pub fn needs_extension(&self, game: &Game) -> Option<(GameKind, u64)> {
+        match game {
+            Game::StoneGameIv(n) => self.iv.needs_extension(*n).then_some((GameKind::StoneGameIv, *n)),
+            Game::NimSquare(piles) => {
+                let n = piles.iter().copied().filter(|&n| n <= self.grundy.limit()).max()?;
+                self.grundy.needs_extension(n).then_some((GameKind::NimSquare, n))
+            }
+            Game::SumGame(_) | Game::StoneGameIx(_) => None,
+        }
+    }
+
+    /// Grows `game`'s table to cover `n` (blocking; the caller runs it off the async
+    /// workers). Piles beyond the limit are left to `solve` to refuse.
+    pub fn extend(&self, game: GameKind, n: u64) {
+        let _ = match game {
+            GameKind::StoneGameIv => self.iv.extend_to(n),
+            GameKind::NimSquare => self.grundy.extend_to(n),
+            GameKind::SumGame | GameKind::StoneGameIx => Ok(()),
+        };
+    }
 }
 
 impl Game {
@@ -137,6 +202,7 @@ impl Game {
             Game::SumGame(num) => num.len(),
             Game::StoneGameIx(stones) => stones.len(),
             Game::StoneGameIv(_) => 1,
+            Game::NimSquare(piles) => piles.len(),
         }
     }
 
@@ -146,26 +212,31 @@ impl Game {
             Game::SumGame(_) => GameKind::SumGame,
             Game::StoneGameIx(_) => GameKind::StoneGameIx,
             Game::StoneGameIv(_) => GameKind::StoneGameIv,
+            Game::NimSquare(_) => GameKind::NimSquare,
         }
     }
 
-    /// Solves the game; Stone Game IV answers from (and may grow) `iv_table`.
-    pub fn solve(&self, iv_table: &StoneGameIvTable) -> Result<Outcome, SolveError> {
+    /// Solves the game; the table-driven games answer from (and may grow) `tables`.
+    pub fn solve(&self, tables: &Tables) -> Result<Outcome, SolveError> {
         match self {
             Game::SumGame(num) => sum_game::solve(num),
             Game::StoneGameIx(stones) => Ok(stone_game_ix::solve(stones)),
-            Game::StoneGameIv(n) => iv_table.solve(*n),
+            Game::StoneGameIv(n) => tables.iv.solve(*n),
+            Game::NimSquare(piles) => tables.grundy.solve(piles, false).map(Outcome::from),
         }
     }
 
-    /// Who wins the game, without a move: Stone Game IV answers with one binary search
-    /// in `iv_table` (which may grow first), where [`Game::solve`] also walks the list
-    /// for Alice's move; the other two games are solved and their move dropped (it costs
-    /// at most one more pass over the input).
-    pub fn winner(&self, iv_table: &StoneGameIvTable) -> Result<Player, SolveError> {
+    /// The outcome without a move: Stone Game IV answers with one binary search in its
+    /// table and Nim Square skips the move search, where [`Game::solve`] also looks for
+    /// Alice's move; the other two games are solved and their move dropped (it costs at
+    /// most one more pass over the input).
+    pub fn winner(&self, tables: &Tables) -> Result<Outcome, SolveError> {
         match self {
-            Game::StoneGameIv(n) => iv_table.winner(*n),
-            game => game.solve(iv_table).map(|outcome| outcome.winner),
+            Game::StoneGameIv(n) => {
+                tables.iv.winner(*n).map(|winner| Outcome { winner, winning_move: None, nim_value: None })
+            }
+            Game::NimSquare(piles) => tables.grundy.solve(piles, true).map(Outcome::from),
+            game => game.solve(tables).map(Outcome::without_move),
         }
     }
 }
@@ -187,9 +258,11 @@ pub enum SolveError {
         /// The string's length in bytes.
         len: u64,
     },
-    /// A Stone Game IV pile beyond the configured limit.
-    #[error("stone game iv: n = {n} is beyond the limit {limit} of this server")]
+    /// A pile beyond the configured limit of its game's table.
+    #[error("{}: n = {n} is beyond the limit {limit} of this server", game.name())]
     OutOfRange {
+        /// The game whose table it is beyond.
+        game: GameKind,
         /// The requested pile size.
         n: u64,
         /// The largest n this server answers.
@@ -207,7 +280,7 @@ mod tests {
         /// character; nothing panics.
         #[test]
         fn any_sum_game_string_is_answered_or_located(num in "\\PC{0,40}|[0-9?]{0,40}|[0-9?x]{0,40}") {
-            let table = StoneGameIvTable::new(100);
+            let table = Tables::new(100, 100);
             match Game::SumGame(num.clone()).solve(&table) {
                 Ok(_) => prop_assert!(num.len() % 2 == 0 && num.bytes().all(|b| b.is_ascii_digit() || b == b'?')),
                 Err(SolveError::InvalidCharacter { index, found }) => {
@@ -223,9 +296,9 @@ mod tests {
 
         #[test]
         fn stone_game_iv_beyond_the_limit_is_out_of_range(n in 101u64..) {
-            let table = StoneGameIvTable::new(100);
-            prop_assert_eq!(Game::StoneGameIv(n).solve(&table), Err(SolveError::OutOfRange { n, limit: 100 }));
-            prop_assert_eq!(Game::StoneGameIv(n).winner(&table), Err(SolveError::OutOfRange { n, limit: 100 }));
+            let table = Tables::new(100, 100);
+            prop_assert_eq!(Game::StoneGameIv(n).solve(&table), Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n, limit: 100 }));
+            prop_assert_eq!(Game::StoneGameIv(n).winner(&table), Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n, limit: 100 }));
         }
 
         /// The winner alone agrees with the exhaustive search, for every game.
@@ -235,8 +308,8 @@ mod tests {
             ix in proptest::collection::vec(0u64..10, 0..7),
             iv in 0u64..2000,
         ) {
-            let table = StoneGameIvTable::new(2000);
-            let alice = |game: Game| game.winner(&table).unwrap() == Player::Alice;
+            let table = Tables::new(2000, 100);
+            let alice = |game: Game| game.winner(&table).unwrap().winner == Player::Alice;
             prop_assert_eq!(alice(Game::SumGame(sum.clone())), exhaustive::sum_game_alice_wins(sum.as_bytes(), true));
             prop_assert_eq!(alice(Game::StoneGameIx(ix.clone())), exhaustive::stone_game_ix_alice_wins(&ix, 0, true));
             prop_assert_eq!(alice(Game::StoneGameIv(iv)), exhaustive::stone_game_iv_mover_wins(iv));

@@ -34,6 +34,9 @@ pub struct ServerConfig {
     /// The Stone Game IV table.
     #[command(flatten, next_help_heading = "Stone Game IV table")]
     pub iv_table: IvTableConfig,
+    /// The Nim Square table.
+    #[command(flatten, next_help_heading = "Nim Square table")]
+    pub grundy_table: GrundyTableConfig,
     /// Metrics.
     #[command(flatten, next_help_heading = "Observability")]
     pub observability: ObservabilityConfig,
@@ -51,6 +54,7 @@ impl Default for ServerConfig {
             http2: Http2Config::default(),
             tls: TlsConfig::default(),
             iv_table: IvTableConfig::default(),
+            grundy_table: GrundyTableConfig::default(),
             observability: ObservabilityConfig::default(),
             solver: SolverConfig::default(),
         }
@@ -236,23 +240,49 @@ impl From<super::TlsSettings> for TlsConfig {
 #[derive(Debug, Clone, clap::Args)]
 pub struct IvTableConfig {
     /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "iv-max-n", default_value_t = IvTableConfig::default().max_n)]
+    #[arg(long = "iv-max-n", id = "iv_max_n", default_value_t = IvTableConfig::default().max_n,
+          value_parser = clap::value_parser!(u64).range(..=stone_game_iv::MAX_LIMIT))]
     pub max_n: u64,
     /// Stone Game IV piles classified at start-up, in the background while serving.
     /// None by default: a request grows the table as far as it needs, and a background
     /// sieve would take both cores from every embedded and test server.
-    #[arg(long = "iv-precompute", default_value_t = IvTableConfig::default().precompute)]
+    #[arg(long = "iv-precompute", id = "iv_precompute", default_value_t = IvTableConfig::default().precompute)]
     pub precompute: u64,
     /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
     /// directory is missing or it is not a table), saved after the start-up precompute
     /// and at shutdown when the table has grown.
-    #[arg(long = "iv-table")]
+    #[arg(long = "iv-table", id = "iv_table")]
     pub file: Option<PathBuf>,
 }
 
 impl Default for IvTableConfig {
     fn default() -> Self {
         IvTableConfig { max_n: stone_game_iv::DEFAULT_LIMIT, precompute: 0, file: None }
+    }
+}
+
+/// The Nim Square table of Grundy values: its range, its file and what is computed at
+/// start-up.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GrundyTableConfig {
+    /// Largest Nim Square pile answered (OUT_OF_RANGE beyond it).
+    #[arg(long = "grundy-max-n", id = "grundy_max_n", default_value_t = GrundyTableConfig::default().max_n,
+          value_parser = clap::value_parser!(u64).range(..=crate::games::nim_square::MAX_LIMIT))]
+    pub max_n: u64,
+    /// Nim Square piles whose values are computed at start-up, in the background while
+    /// serving; none by default (a request grows the table as far as it needs).
+    #[arg(long = "grundy-precompute", id = "grundy_precompute", default_value_t = GrundyTableConfig::default().precompute)]
+    pub precompute: u64,
+    /// Nim Square table file: loaded at start (recomputed if damaged; refused if its
+    /// directory is missing or it is not a table), saved after the start-up precompute
+    /// and at shutdown when the table has grown.
+    #[arg(long = "grundy-table", id = "grundy_table")]
+    pub file: Option<PathBuf>,
+}
+
+impl Default for GrundyTableConfig {
+    fn default() -> Self {
+        GrundyTableConfig { max_n: crate::games::nim_square::DEFAULT_LIMIT, precompute: 0, file: None }
     }
 }
 

@@ -36,7 +36,7 @@ use tower::{Layer, Service};
 use super::metrics_endpoint::{self, EndpointLimits};
 use super::process_metrics;
 use crate::games::GameKind;
-use crate::games::StoneGameIvTable;
+use crate::games::Tables;
 use crate::pb;
 use crate::service::SolveObserver;
 
@@ -94,7 +94,9 @@ struct Inner {
     tls_handshake_failures: Counter,
     iv_covered: Gauge,
     iv_extensions: HistogramFamily<CauseLabels>,
-    iv_table: Arc<StoneGameIvTable>,
+    grundy_covered: Gauge,
+    grundy_extensions: HistogramFamily<CauseLabels>,
+    tables: Arc<Tables>,
 }
 
 /// Call latencies from 100 µs to about 100 s, a bucket every factor of 4.
@@ -109,7 +111,7 @@ fn extension_buckets() -> Histogram {
 
 impl Metrics {
     /// A fresh set of metrics; the table's coverage is read at each scrape.
-    pub fn new(iv_table: Arc<StoneGameIvTable>) -> Self {
+    pub fn new(tables: Arc<Tables>) -> Self {
         // The process metrics keep their standard, unprefixed names.
         let mut root = Registry::default();
         process_metrics::register(&mut root);
@@ -125,7 +127,9 @@ impl Metrics {
             tls_handshake_failures: Counter::default(),
             iv_covered: Gauge::default(),
             iv_extensions: Family::new_with_constructor(extension_buckets),
-            iv_table,
+            grundy_covered: Gauge::default(),
+            grundy_extensions: Family::new_with_constructor(extension_buckets),
+            tables,
             registry: Registry::default(),
         };
         registry.register("calls", "Finished gRPC calls by method and status code", inner.calls.clone());
@@ -170,6 +174,17 @@ impl Metrics {
             inner.iv_extensions.clone(),
         );
         registry.register(
+            "grundy_table_covered",
+            "Nim Square piles below this have their Grundy value",
+            inner.grundy_covered.clone(),
+        );
+        registry.register_with_unit(
+            "grundy_table_extension",
+            "Time a caller spent growing the Nim Square table (or waiting for the growth it needed)",
+            Unit::Seconds,
+            inner.grundy_extensions.clone(),
+        );
+        registry.register(
             "build",
             "The running build",
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
@@ -179,17 +194,23 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format, as Prometheus scrapes them.
     pub fn encode(&self) -> String {
-        let covered = self.inner.iv_table.covered();
-        self.inner.iv_covered.set(i64::try_from(covered).unwrap_or(i64::MAX));
+        let gauge = |gauge: &Gauge, covered: u64| gauge.set(i64::try_from(covered).unwrap_or(i64::MAX));
+        gauge(&self.inner.iv_covered, self.inner.tables.iv.covered());
+        gauge(&self.inner.grundy_covered, self.inner.tables.grundy.covered());
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
         text
     }
 
-    /// Records one Stone Game IV extension of `seconds`, by what asked for it.
-    pub(crate) fn observe_iv_extension(&self, cause: &'static str, seconds: f64) {
-        self.inner.iv_extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
+    /// Records one extension of `game`'s table of `seconds`, by what asked for it.
+    pub(crate) fn observe_extension(&self, game: GameKind, cause: &'static str, seconds: f64) {
+        let extensions = match game {
+            GameKind::StoneGameIv => &self.inner.iv_extensions,
+            GameKind::NimSquare => &self.inner.grundy_extensions,
+            GameKind::SumGame | GameKind::StoneGameIx => return,
+        };
+        extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
     }
 
     /// Counts an accepted connection and keeps it counted as open until the guard drops.
@@ -223,10 +244,7 @@ impl SolveObserver for Metrics {
     }
 
     fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64) {
-        match game {
-            GameKind::StoneGameIv => self.observe_iv_extension(cause, seconds),
-            GameKind::SumGame | GameKind::StoneGameIx => {}
-        }
+        self.observe_extension(game, cause, seconds);
     }
 }
 

@@ -19,25 +19,25 @@ use tonic_health::ServingStatus;
 use tower::util::option_layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::games::StoneGameIvTable;
+use crate::games::{StoneGameIvTable, Tables};
 use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::{GameSolverService, Solver};
-use iv_table::IvTableLifecycle;
 use metrics::Metrics as ServerMetrics;
+use tables::TableLifecycle;
 
 mod accept;
 pub mod config;
 mod connection_state;
 mod connections;
 mod grpc_codes;
-mod iv_table;
 mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
 mod process_metrics;
+mod tables;
 pub mod tls;
 mod transport;
 
@@ -77,6 +77,9 @@ pub enum ServeError {
     /// `source`: the message already carries it, and `{:#}` would print it twice.
     #[error("stone game iv table: {0}")]
     IvTable(IvTableFileError),
+    /// The Nim Square table file cannot be used.
+    #[error("nim square table: {0}")]
+    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
     /// A `--grpc-web-origin` is not an origin.
     #[error("--grpc-web-origin {origin}: {reason}")]
     GrpcWebOrigin {
@@ -94,7 +97,9 @@ pub struct Server {
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
     tls: Option<Arc<ReloadableTls>>,
-    iv_table: IvTableLifecycle,
+    tables: Arc<Tables>,
+    iv_table: TableLifecycle<StoneGameIvTable>,
+    grundy_table: TableLifecycle<crate::games::GrundyTable>,
     metrics: ServerMetrics,
     /// CORS for gRPC-Web's origins, with `--grpc-web`.
     cors: Option<CorsLayer>,
@@ -114,11 +119,16 @@ impl Server {
             }
             None => None,
         };
-        let table = Arc::new(StoneGameIvTable::new(config.iv_table.max_n));
-        let metrics = ServerMetrics::new(Arc::clone(&table));
-        let iv_table = IvTableLifecycle::open(table, config.iv_table.file.clone(), metrics.clone())
+        let tables = Arc::new(Tables::new(config.iv_table.max_n, config.grundy_table.max_n));
+        let metrics = ServerMetrics::new(Arc::clone(&tables));
+        let iv_table =
+            TableLifecycle::open(Arc::clone(&tables.iv), config.iv_table.file.clone(), metrics.clone())
+                .await
+                .map_err(ServeError::IvTable)?;
+        let grundy_file = config.grundy_table.file.clone();
+        let grundy_table = TableLifecycle::open(Arc::clone(&tables.grundy), grundy_file, metrics.clone())
             .await
-            .map_err(ServeError::IvTable)?;
+            .map_err(ServeError::GrundyTable)?;
         let bind = |addr: SocketAddr, what: &'static str| async move {
             TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, what, source })
         };
@@ -127,7 +137,7 @@ impl Server {
             Some(addr) => Some(bind(addr, " for metrics").await?),
             None => None,
         };
-        Ok(Server { config, listener, metrics_listener, tls, iv_table, metrics, cors })
+        Ok(Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors })
     }
 
     /// The address the gRPC port is bound to (the port picked for port 0).
@@ -147,13 +157,19 @@ impl Server {
 
     /// The Stone Game IV table the server answers from.
     pub fn iv_table(&self) -> Arc<StoneGameIvTable> {
-        self.iv_table.table()
+        Arc::clone(&self.tables.iv)
+    }
+
+    /// The tables the server answers the table-driven games from.
+    pub fn tables(&self) -> Arc<Tables> {
+        Arc::clone(&self.tables)
     }
 
     /// Step 2: serves until `shutdown` resolves, then drains in-flight calls for at
     /// most the shutdown grace, and saves the table if it grew.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-        let Server { config, listener, metrics_listener, tls, iv_table, metrics, cors } = self;
+        let Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors } =
+            self;
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
         let health = Self::health().await;
@@ -174,13 +190,14 @@ impl Server {
             .add_service(health.1)
             .add_service(Self::reflection().build_v1()?)
             .add_service(Self::reflection().build_v1alpha()?)
-            .add_service(Self::solver_service(&config, &iv_table, &metrics));
+            .add_service(Self::solver_service(&config, tables, &metrics));
 
         if let Some(listener) = metrics_listener {
             let limits = config.observability.endpoint_limits();
             tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
         iv_table.precompute_in_background(config.iv_table.precompute);
+        grundy_table.precompute_in_background(config.grundy_table.precompute);
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));
 
         tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), grpc_web = config.http2.grpc_web, "serving");
@@ -199,7 +216,7 @@ impl Server {
                 }
             }
         }
-        iv_table.save().await;
+        tokio::join!(iv_table.save(), grundy_table.save());
         Ok(())
     }
 
@@ -228,11 +245,10 @@ impl Server {
     /// settings.
     fn solver_service(
         config: &ServerConfig,
-        iv_table: &IvTableLifecycle,
+        tables: Arc<Tables>,
         metrics: &ServerMetrics,
     ) -> GameSolverServiceServer<GameSolverService> {
-        let solver =
-            Solver::new(iv_table.table(), config.solver.clone()).with_observer(Arc::new(metrics.clone()));
+        let solver = Solver::new(tables, config.solver.clone()).with_observer(Arc::new(metrics.clone()));
         let max = config.limits.max_message_bytes;
         let service = GameSolverServiceServer::new(GameSolverService::new(Arc::new(solver)))
             .max_decoding_message_size(max)

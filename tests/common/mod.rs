@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use gamesolver::client::gen::{self, GenConfig};
 use gamesolver::convert;
-use gamesolver::games::{stone_game_iv, StoneGameIvTable};
+use gamesolver::games::{nim_square, stone_game_iv, StoneGameIvTable, Tables};
 use gamesolver::pb;
 
 use gamesolver::pb::game_solver_service_client::GameSolverServiceClient;
@@ -65,6 +65,8 @@ pub struct TestServer {
     pub tls: Option<std::sync::Arc<server::ReloadableTls>>,
     /// The Stone Game IV table the server answers from.
     pub iv_table: std::sync::Arc<StoneGameIvTable>,
+    /// Every table the server answers from.
+    pub tables: std::sync::Arc<Tables>,
     stop: Option<oneshot::Sender<()>>,
     pub task: JoinHandle<Result<(), server::ServeError>>,
 }
@@ -74,13 +76,13 @@ impl TestServer {
     pub async fn start(config: ServerConfig) -> TestServer {
         let config = ServerConfig { listen: ServerConfig::ephemeral().listen, ..config };
         let server = server::Server::bind(config).await.expect("the test server starts");
-        let (addr, metrics, tls, iv_table) =
-            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table());
+        let (addr, metrics, tls, iv_table, tables) =
+            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table(), server.tables());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        TestServer { addr, metrics, tls, iv_table, stop: Some(stop), task }
+        TestServer { addr, metrics, tls, iv_table, tables, stop: Some(stop), task }
     }
 
     /// The metrics port's address; panics if the server has none.
@@ -208,7 +210,7 @@ pub fn generate(path: &Path, count: u64, seed: u64) {
 }
 
 /// The answer the solver core gives to `problem`, as the wire would carry it.
-pub fn expected(problem: &pb::Problem, table: &StoneGameIvTable) -> pb::Solution {
+pub fn expected(problem: &pb::Problem, table: &Tables) -> pb::Solution {
     let (id, game) = convert::problem(problem.clone());
     let result = game.and_then(|game| game.solve(table).map_err(Into::into));
     convert::solution(id, result)
@@ -216,7 +218,7 @@ pub fn expected(problem: &pb::Problem, table: &StoneGameIvTable) -> pb::Solution
 
 /// What the output line for `input_line` (1-based `number`) must be: a missing id is the
 /// line number.
-pub fn expected_line(input_line: &str, number: u64, table: &StoneGameIvTable) -> pb::Solution {
+pub fn expected_line(input_line: &str, number: u64, table: &Tables) -> pb::Solution {
     let mut problem: pb::Problem = serde_json::from_str(input_line).unwrap();
     if problem.id.is_empty() {
         problem.id = number.to_string();
@@ -226,7 +228,7 @@ pub fn expected_line(input_line: &str, number: u64, table: &StoneGameIvTable) ->
 
 /// Checks every output line against the solver core, in order.
 pub fn assert_all_correct(input: &Path, output: &Path) {
-    let table = StoneGameIvTable::new(stone_game_iv::DEFAULT_LIMIT);
+    let table = Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT);
     let input = std::fs::read_to_string(input).unwrap();
     let output = std::fs::read_to_string(output).unwrap();
     assert!(output.ends_with('\n'), "output ends in a partial line");

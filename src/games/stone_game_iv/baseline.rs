@@ -1,9 +1,9 @@
 //! Today's sieve and move walk, frozen as the baseline that `benches/stone_game_iv.rs`
 //! and `examples/iv_cold.rs` run side by side with the current ones in one process.
 //!
-//! Not part of the API: a copy of the code as it was before issue 11 (256 KiB byte
-//! segments, one plain store loop, a per-(segment, k) gallop, a walk over k for the
-//! move), kept only to measure against.
+//! Not part of the API: a copy of the first segmented sieve (256 KiB byte segments, one
+//! plain store loop, a per-(segment, k) gallop, a walk over k for the move), kept only to
+//! measure against. Its P-positions are `u32`s: it stops at 2^32.
 
 use super::gallop::{first_at_least, last_at_most};
 use super::sieve::{isqrt, losing_positions_by};
@@ -148,12 +148,12 @@ pub fn losing_positions_below(end: u64) -> Vec<u32> {
 
 /// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any, by
 /// walking k upwards and the list downwards together: about k steps.
-pub fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
+pub fn smallest_winning_take<P: Copy + Into<u64>>(losing: &[P], n: u64) -> Option<u64> {
     let mut above = losing.len();
     for k in (1..).take_while(|&k| k * k <= n) {
         let target = n - k * k;
         above = last_at_most(losing, above, target);
-        if above > 0 && u64::from(losing[above - 1]) == target {
+        if above > 0 && losing[above - 1].into() == target {
             return Some(k * k);
         }
     }
@@ -166,10 +166,10 @@ mod tests {
 
     #[test]
     fn agrees_with_the_current_sieve_and_walk() {
-        let losing = losing_positions_below(3_000_000);
+        let losing: Vec<u64> = losing_positions_below(3_000_000).into_iter().map(u64::from).collect();
         assert_eq!(losing, super::super::losing_positions_below(3_000_000));
         for n in (2_000_000..2_000_500).chain([3, 4, 2_999_999]) {
-            let below = &losing[..losing.partition_point(|&p| u64::from(p) < n)];
+            let below = &losing[..losing.partition_point(|&p| p < n)];
             assert_eq!(
                 smallest_winning_take(below, n),
                 super::super::smallest_winning_take(below, n),

@@ -2,12 +2,13 @@
 //!
 //! Both the sieve's cursors and the winning-move walk look for a position close to one
 //! they already know, so they probe 1, 2, 4, ... elements away before a binary search:
-//! O(log distance) instead of O(log length).
+//! O(log distance) instead of O(log length). Generic over the element, since the table
+//! keeps P-positions as `u64` and the sieve its own copy as low 32-bit halves.
 
 /// The index of the first element ≥ `bound` at or after `from`, by galloping: cheap when
 /// the answer is near `from`, as it is for cursors.
-pub(super) fn first_at_least(sorted: &[u32], from: usize, bound: u64) -> usize {
-    let below = |i: usize| u64::from(sorted[i]) < bound;
+pub(super) fn first_at_least<T: Copy + Into<u64>>(sorted: &[T], from: usize, bound: u64) -> usize {
+    let below = |i: usize| sorted[i].into() < bound;
     if from >= sorted.len() || !below(from) {
         return from;
     }
@@ -17,7 +18,7 @@ pub(super) fn first_at_least(sorted: &[u32], from: usize, bound: u64) -> usize {
         let probe = known_below + step;
         if probe >= sorted.len() || !below(probe) {
             let end = probe.min(sorted.len());
-            return known_below + 1 + sorted[known_below + 1..end].partition_point(|&p| u64::from(p) < bound);
+            return known_below + 1 + sorted[known_below + 1..end].partition_point(|&p| p.into() < bound);
         }
         known_below = probe;
         step *= 2;
@@ -25,8 +26,8 @@ pub(super) fn first_at_least(sorted: &[u32], from: usize, bound: u64) -> usize {
 }
 
 /// The number of elements ≤ `bound` in `sorted[..end]`, galloping down from `end`.
-pub(super) fn last_at_most(sorted: &[u32], mut end: usize, bound: u64) -> usize {
-    let above = |i: usize| u64::from(sorted[i]) > bound;
+pub(super) fn last_at_most<T: Copy + Into<u64>>(sorted: &[T], mut end: usize, bound: u64) -> usize {
+    let above = |i: usize| sorted[i].into() > bound;
     // Between two consecutive squares lie a few P-positions: step over them one by one,
     // and gallop only when the gap is wide.
     for _ in 0..8 {
@@ -43,7 +44,7 @@ pub(super) fn last_at_most(sorted: &[u32], mut end: usize, bound: u64) -> usize 
     loop {
         if step > known_above || !above(known_above - step) {
             let start = known_above.saturating_sub(step);
-            return start + sorted[start..known_above].partition_point(|&p| u64::from(p) <= bound);
+            return start + sorted[start..known_above].partition_point(|&p| p.into() <= bound);
         }
         known_above -= step;
         step *= 2;

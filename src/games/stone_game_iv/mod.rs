@@ -1,10 +1,13 @@
-//! Stone Game IV (LeetCode 1510) for every n up to a configured limit (10^9 by default).
+//! Stone Game IV (LeetCode 1510) for every n up to a configured limit (10^9 by default,
+//! at most [`MAX_LIMIT`]).
 //!
 //! A pile is lost for the player to move (a P-position) iff no square move leads to a
 //! P-position. P-positions are sparse (1,727,524 below 10^9), so the table keeps only
-//! their sorted list, grows it on demand with the segmented [`sieve`], and answers a
-//! pile inside the known range by binary search. Alice's move, the smallest winning
-//! square, is read from a table below 2^21 (`small_moves.rs`) and searched for above.
+//! their sorted list (`u64`s), grows it on demand with the segmented [`sieve`], and
+//! answers whether a pile is one through an index of the list (`index.rs`). Alice's
+//! move, the smallest winning square, is read from a table below 2^21
+//! (`small_moves.rs`) and searched for above, k upwards, through the same index. The
+//! method and its measurements are in `docs/stone-game-iv.md`.
 //!
 //! The table is shared by every request. One thread extends it at a time and publishes
 //! each finished segment, so a request inside the known range never waits, and one
@@ -13,6 +16,8 @@
 #[doc(hidden)]
 pub mod baseline;
 mod gallop;
+mod index;
+mod lows;
 pub mod sieve;
 mod small_moves;
 
@@ -21,20 +26,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::gallop::{first_at_least, last_at_most};
+use self::index::PositionIndex;
 use self::sieve::{isqrt, Sieve, SEGMENT};
 use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN};
-use super::{Move, Outcome, Player, SolveError};
+use super::{GameKind, Move, Outcome, Player, SolveError};
 
 pub use self::sieve::losing_positions_below;
 
 /// The default largest n answered.
 pub const DEFAULT_LIMIT: u64 = 1_000_000_000;
 
+/// The largest limit a table accepts: 10^11, ten times the largest table measured
+/// (10^10: about 2 minutes and 0.2 GiB on two cores, `examples/iv_cold.rs`); at this
+/// size the sieve would take about half an hour and its memory near 1 GiB.
+pub const MAX_LIMIT: u64 = 100_000_000_000;
+
+/// A table limit above [`MAX_LIMIT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("stone game iv limit {limit} is above the maximum {max}", max = MAX_LIMIT)]
+pub struct LimitTooLarge {
+    /// The limit asked for.
+    pub limit: u64,
+}
+
 /// A list of P-positions fails a check before being trusted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidLosingList {
-    /// The list claims to cover numbers beyond what a `u32` list can describe.
-    #[error("covered range {covered} exceeds 2^32")]
+    /// The list claims to cover numbers beyond the largest table ([`MAX_LIMIT`]).
+    #[error("covered range {covered} exceeds the largest table ({})", MAX_LIMIT + 1)]
     TooLarge {
         /// The claimed end of the covered range.
         covered: u64,
@@ -49,7 +68,7 @@ pub enum InvalidLosingList {
     #[error("P-position {value} is not below the covered range {covered}")]
     BeyondCovered {
         /// The offending element.
-        value: u32,
+        value: u64,
         /// The claimed end of the covered range.
         covered: u64,
     },
@@ -67,14 +86,14 @@ const SPOT_CHECK: u64 = 1 << 20;
 
 /// Checks that `losing` can be the P-positions below `covered`: sorted, in range, and
 /// equal to the definition on its first 2^20 numbers.
-pub fn check_losing_list(covered: u64, losing: &[u32]) -> Result<(), InvalidLosingList> {
-    if covered > 1 << 32 {
+pub fn check_losing_list(covered: u64, losing: &[u64]) -> Result<(), InvalidLosingList> {
+    if covered > MAX_LIMIT + 1 {
         return Err(InvalidLosingList::TooLarge { covered });
     }
     if let Some(index) = losing.windows(2).position(|pair| pair[0] >= pair[1]) {
         return Err(InvalidLosingList::NotIncreasing { index: index + 1 });
     }
-    if let Some(&value) = losing.last().filter(|&&last| u64::from(last) >= covered) {
+    if let Some(&value) = losing.last().filter(|&&last| last >= covered) {
         return Err(InvalidLosingList::BeyondCovered { value, covered });
     }
     let checked = covered.min(SPOT_CHECK);
@@ -85,15 +104,90 @@ pub fn check_losing_list(covered: u64, losing: &[u32]) -> Result<(), InvalidLosi
     Ok(())
 }
 
+/// The P-positions below the covered range, with what answers questions about them.
+#[derive(Debug, Default)]
+struct Positions {
+    /// Sorted.
+    list: Vec<u64>,
+    index: PositionIndex,
+    /// The largest P-position ≡ 1 or 3 (mod 5), if any. Above it every P-position is
+    /// ≡ 0, 2 or 4, which rules out some k's of a move (the last is below 10^7).
+    last_odd_residue: Option<u64>,
+}
+
+/// For n mod 5, bit r set when k ≡ r (mod 5) leaves n − k² ≡ 0, 2 or 4 (mod 5).
+const EVEN_RESIDUE_ROOTS: [u8; 5] = {
+    let mut roots = [0; 5];
+    let mut n = 0;
+    while n < 5 {
+        let mut r = 0;
+        while r < 5 {
+            if (n + 25 - r * r) % 5 % 2 == 0 {
+                roots[n] |= 1 << r;
+            }
+            r += 1;
+        }
+        n += 1;
+    }
+    roots
+};
+
+impl Positions {
+    /// `list`, every P-position below `covered`.
+    fn new(list: Vec<u64>, covered: u64) -> Self {
+        let index = PositionIndex::of(&list, covered);
+        let last_odd_residue = list.iter().rev().copied().find(|p| p % 5 % 2 == 1);
+        Positions { list, index, last_odd_residue }
+    }
+
+    /// Appends `found`, which extends the list to every P-position below `covered`.
+    fn extend(&mut self, found: &[u64], covered: u64) {
+        self.list.extend_from_slice(found);
+        if let Some(&p) = found.iter().rev().find(|p| *p % 5 % 2 == 1) {
+            self.last_odd_residue = Some(p);
+        }
+        self.index.extend(&self.list, covered);
+    }
+
+    /// Whether `n`, below the covered range, is a P-position.
+    fn contains(&self, n: u64) -> bool {
+        self.index.contains(&self.list, n)
+    }
+
+    /// The smallest k² with n − k² a P-position, if any; `n` is below the covered range.
+    /// k walks upwards, n − k² asked of the index; while n − k² is above the last
+    /// P-position ≡ 1, 3 (mod 5), only the k's that leave 0, 2 or 4 are asked (one to
+    /// four residues of k in five). The same move as [`smallest_winning_take`], which
+    /// walks the list instead (tests; `stone_game_iv_warm_large` measures both).
+    fn smallest_winning_take(&self, n: u64) -> Option<u64> {
+        let roots = EVEN_RESIDUE_ROOTS[(n % 5) as usize];
+        // k ≤ this leaves n − k² above the last P-position ≡ 1, 3.
+        let even_up_to = match self.last_odd_residue {
+            Some(last) if n > last => isqrt(n - last - 1),
+            Some(_) => 0,
+            None => isqrt(n),
+        };
+        let (mut k, mut residue) = (1, 1);
+        while k <= even_up_to {
+            if roots >> residue & 1 == 1 && self.contains(n - k * k) {
+                return Some(k * k);
+            }
+            k += 1;
+            residue = if residue == 4 { 0 } else { residue + 1 };
+        }
+        (k..).map(|k| k * k).take_while(|&square| square <= n).find(|&square| self.contains(n - square))
+    }
+}
+
 /// A shared, growing table of Stone Game IV P-positions.
 #[derive(Debug)]
 pub struct StoneGameIvTable {
     limit: u64,
-    /// Sorted P-positions below `covered`. Readers hold the lock for one binary search
-    /// and the move's walk (microseconds); the extender holds a read lock while sieving
-    /// a segment and the write lock only to append to it (at worst a reallocation,
-    /// a millisecond or two at 10^9, now and then).
-    losing: RwLock<Vec<u32>>,
+    /// The P-positions below `covered`. Readers hold the lock for one answer
+    /// (microseconds at most); the extender holds a read lock while sieving a segment
+    /// and the write lock only to append to it (at worst a reallocation, a millisecond or
+    /// two at 10^9, now and then).
+    losing: RwLock<Positions>,
     /// Every n below this is classified; stored under `losing`'s write lock, after the
     /// append.
     covered: AtomicU64,
@@ -128,12 +222,12 @@ impl Drop for ExtensionGuard<'_> {
 }
 
 impl StoneGameIvTable {
-    /// An empty table answering n up to `limit` (at most `u32::MAX`, which keeps every
-    /// P-position in a `u32`).
+    /// An empty table answering n up to `limit`, or up to [`MAX_LIMIT`] for a larger
+    /// one ([`Self::try_new`] refuses it instead).
     pub fn new(limit: u64) -> Self {
         StoneGameIvTable {
-            limit: limit.min(u64::from(u32::MAX)),
-            losing: RwLock::new(Vec::new()),
+            limit: limit.min(MAX_LIMIT),
+            losing: RwLock::new(Positions::default()),
             covered: AtomicU64::new(0),
             extension: Mutex::new(Extension::default()),
             progressed: Condvar::new(),
@@ -141,6 +235,14 @@ impl StoneGameIvTable {
             small_moves: RwLock::new(Box::default()),
             small_moves_end: AtomicU64::new(0),
             small_moves_builder: Mutex::new(()),
+        }
+    }
+
+    /// An empty table answering n up to `limit`, which must not exceed [`MAX_LIMIT`].
+    pub fn try_new(limit: u64) -> Result<Self, LimitTooLarge> {
+        match limit {
+            0..=MAX_LIMIT => Ok(Self::new(limit)),
+            _ => Err(LimitTooLarge { limit }),
         }
     }
 
@@ -191,7 +293,7 @@ impl StoneGameIvTable {
         self.extend_list_to(end - 1);
         let _builder = self.small_moves_builder.lock();
         if self.needs_small_moves(n) {
-            let roots = smallest_winning_roots(&self.losing.read(), end);
+            let roots = smallest_winning_roots(&self.losing.read().list, end);
             *self.small_moves.write() = roots;
             self.small_moves_end.store(end, Ordering::Release);
         }
@@ -228,9 +330,9 @@ impl StoneGameIvTable {
             let lo = self.covered();
             let hi = (lo + SEGMENT).min(end);
             found.clear();
-            sieve.classify(&self.losing.read(), lo, hi, &mut found);
+            sieve.classify(&self.losing.read().list, lo, hi, &mut found);
             let mut losing = self.losing.write();
-            losing.extend_from_slice(&found);
+            losing.extend(&found, hi);
             // Under the lock, so that a snapshot never sees entries beyond `covered`.
             self.covered.store(hi, Ordering::Release);
             drop(losing);
@@ -244,8 +346,8 @@ impl StoneGameIvTable {
     ///
     /// When Alice wins, her move takes the smallest square k² that leaves a P-position:
     /// deterministic. Below 2^21 it is read from a table built on first need (tens of
-    /// milliseconds, once); above, finding it walks the list (microseconds near 10^9).
-    /// [`Self::winner`] is the outcome alone, one binary search.
+    /// milliseconds, once); above, it is searched for, k upwards (microseconds near
+    /// 10^9). [`Self::winner`] is the outcome alone, one question to the index.
     pub fn solve(&self, n: u64) -> Result<Outcome, SolveError> {
         self.extend_to(n)?;
         if let Some(&root) = self.small_moves.read().get(n as usize) {
@@ -255,11 +357,10 @@ impl StoneGameIvTable {
             });
         }
         let losing = self.losing.read();
-        let below = losing.partition_point(|&p| u64::from(p) < n);
-        if losing.get(below).is_some_and(|&p| u64::from(p) == n) {
+        if losing.contains(n) {
             return Ok(Outcome::BOB);
         }
-        let take = smallest_winning_take(&losing[..below], n);
+        let take = losing.smallest_winning_take(n);
         debug_assert!(take.is_some() || n == 0, "a winning n = {n} without a winning move");
         Ok(Outcome::alice(take.map(|take| Move::StoneGameIv { take })))
     }
@@ -275,30 +376,29 @@ impl StoneGameIvTable {
         std::hint::black_box(loaded);
     }
 
-    /// Who wins a pile of `n`, without a move: one binary search once the table covers
-    /// `n` (grown first if needed, blocking).
+    /// Who wins a pile of `n`, without a move: one question to the index once the table
+    /// covers `n` (grown first if needed, blocking).
     pub fn winner(&self, n: u64) -> Result<Player, SolveError> {
         self.extend_to(n)?;
         if let Some(&root) = self.small_moves.read().get(n as usize) {
             return Ok(if root == 0 { Player::Bob } else { Player::Alice });
         }
-        // n ≤ limit ≤ u32::MAX: the cast is exact.
-        let losing = self.losing.read().binary_search(&(n as u32)).is_ok();
+        let losing = self.losing.read().contains(n);
         Ok(if losing { Player::Bob } else { Player::Alice })
     }
 
     /// The covered range and a copy of the P-positions below it, for saving.
-    pub fn snapshot(&self) -> (u64, Vec<u32>) {
+    pub fn snapshot(&self) -> (u64, Vec<u64>) {
         let losing = self.losing.read();
         // Read under the lock: `covered` moves only under the write lock.
-        (self.covered(), losing.clone())
+        (self.covered(), losing.list.clone())
     }
 
     /// Replaces the table's contents by `losing`, the P-positions below `covered` (e.g.
     /// loaded from disk), after [`check_losing_list`]. Keeps the current contents when
     /// they already cover more; anything beyond the limit is dropped. Waits for a
     /// running extension to end.
-    pub fn restore(&self, covered: u64, mut losing: Vec<u32>) -> Result<(), InvalidLosingList> {
+    pub fn restore(&self, covered: u64, mut losing: Vec<u64>) -> Result<(), InvalidLosingList> {
         check_losing_list(covered, &losing)?;
         let covered = covered.min(self.limit + 1);
         losing.truncate(first_at_least(&losing, 0, covered));
@@ -313,7 +413,7 @@ impl StoneGameIvTable {
             self.small_moves_end.store(0, Ordering::Release);
             *self.small_moves.write() = Box::default();
             let mut current = self.losing.write();
-            *current = losing;
+            *current = Positions::new(losing, covered);
             self.covered.store(covered, Ordering::Release);
         }
         drop(extension);
@@ -323,45 +423,38 @@ impl StoneGameIvTable {
 
     fn check_limit(&self, n: u64) -> Result<(), SolveError> {
         if n > self.limit {
-            return Err(SolveError::OutOfRange { n, limit: self.limit });
+            return Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n, limit: self.limit });
         }
         Ok(())
     }
 }
 
 /// P-positions within this distance below n are tested directly by
-/// [`smallest_winning_take`]; beyond it the walk over k is cheaper. On random n in
-/// [9·10^8, 10^9) every choice from 2^18 to 2^24 took 29–50 µs a move against the old
-/// walk's 47–69 µs (a loaded machine; a scratch loop, see the README's figures).
+/// [`smallest_winning_take`]; beyond it the walk over k is cheaper (2^18 to 2^24 measure
+/// alike near 10^9, `iv_cold`).
 const NEAR: u64 = 1 << 21;
 
-/// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any.
+/// The smallest k² with n − k² in `losing` (the P-positions below n, sorted), if any,
+/// from the list alone: the reference the table's indexed search is tested and
+/// benchmarked against (`stone_game_iv_warm_large`).
 ///
 /// First the P-positions p just below n, nearest first, each tested for n − p being a
-/// square: independent tests on a contiguous run, where the walk over k was a chain of
-/// data-dependent branches. The first square found is the smallest, since n − p grows
-/// as p falls. Past `NEAR`, where P-positions outnumber the k's, the walk takes over:
-/// k upwards and the list pointer downwards together, about k steps. The smallest
-/// winning k averages 1,690 for n in [9·10^8, 10^9) but reaches 31,620 there, and those
-/// few long walks are most of the mean cost. On n in [9·10^7, 10^8), criterion's
-/// `stone_game_iv_warm_large` measures 12.3 µs a move against the old walk's 15.4 µs,
-/// and 49 ns for the outcome alone; `cargo run --release --example iv_cold` times both
-/// ways near 10^9.
+/// square: independent tests on a contiguous run. The first square found is the
+/// smallest, since n − p grows as p falls. Past `NEAR`, where P-positions outnumber the
+/// k's, k walks upwards and the list pointer downwards together, about k steps.
 #[doc(hidden)]
-pub fn smallest_winning_take(losing: &[u32], n: u64) -> Option<u64> {
+pub fn smallest_winning_take(losing: &[u64], n: u64) -> Option<u64> {
     smallest_winning_take_near(losing, n, NEAR)
 }
 
-fn smallest_winning_take_near(losing: &[u32], n: u64, near: u64) -> Option<u64> {
+fn smallest_winning_take_near(losing: &[u64], n: u64, near: u64) -> Option<u64> {
     let far = first_at_least(losing, 0, n.saturating_sub(near));
     for group in losing[far..].rchunks(8) {
         // Bit i set when n − group[i] is a square; the highest bit is the nearest p.
-        let squares = group
-            .iter()
-            .enumerate()
-            .fold(0u32, |bits, (i, &p)| bits | u32::from(is_square(n - u64::from(p))) << i);
+        let squares =
+            group.iter().enumerate().fold(0u32, |bits, (i, &p)| bits | u32::from(is_square(n - p)) << i);
         if squares != 0 {
-            return Some(n - u64::from(group[31 - squares.leading_zeros() as usize]));
+            return Some(n - group[31 - squares.leading_zeros() as usize]);
         }
     }
     // Invariant: losing[..above] are the P-positions ≤ the current target n − k².
@@ -369,7 +462,7 @@ fn smallest_winning_take_near(losing: &[u32], n: u64, near: u64) -> Option<u64> 
     for k in (isqrt(near) + 1..).take_while(|&k| k * k <= n) {
         let target = n - k * k;
         above = last_at_most(losing, above, target);
-        if above > 0 && u64::from(losing[above - 1]) == target {
+        if above > 0 && losing[above - 1] == target {
             return Some(k * k);
         }
     }
@@ -416,7 +509,7 @@ mod tests {
         let table = StoneGameIvTable::new(1_000_000);
         table.extend_to(1_000_000).unwrap();
         let losing = losing_positions_below(1_000_001);
-        let is_losing = |n: u64| losing.binary_search(&(n as u32)).is_ok();
+        let is_losing = |n: u64| losing.binary_search(&n).is_ok();
         for n in 0..=1_000_000 {
             let outcome = table.solve(n).unwrap();
             assert_eq!(outcome.alice_wins(), !is_losing(n), "n = {n}");
@@ -425,6 +518,52 @@ mod tests {
                 assert!(take <= n && is_losing(n - take), "n = {n}, take = {take}");
                 // The smallest such square.
                 assert!((1..).map(|k| k * k).take_while(|&sq| sq < take).all(|sq| !is_losing(n - sq)));
+            }
+        }
+    }
+
+    /// `count` SplitMix64 piles in [lo, hi).
+    fn random_piles(lo: u64, hi: u64, count: usize) -> impl Iterator<Item = u64> {
+        let mut state = lo ^ hi;
+        (0..count).map(move |_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = (state ^ (state >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            lo + (z ^ (z >> 31)) % (hi - lo)
+        })
+    }
+
+    #[test]
+    fn the_indexed_search_finds_the_list_walks_move_small_and_large() {
+        let end = 12_000_000;
+        let losing = losing_positions_below(end);
+        let positions = Positions::new(losing.clone(), end);
+        assert!(positions.last_odd_residue.is_some_and(|last| last < 10_000_000));
+        let windows = [(0, 3000), (3000, 2_100_000), (9_000_000, 10_000_000), (11_000_000, end)];
+        for n in windows.into_iter().flat_map(|(lo, hi)| random_piles(lo, hi, 4000)) {
+            let below = losing.partition_point(|&p| p < n);
+            let is_losing = losing.get(below) == Some(&n);
+            assert_eq!(positions.contains(n), is_losing, "n = {n}");
+            if !is_losing {
+                assert_eq!(
+                    positions.smallest_winning_take(n),
+                    smallest_winning_take(&losing[..below], n),
+                    "n = {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn even_residue_roots_are_the_ks_that_leave_0_2_or_4_mod_5() {
+        for n in 0..25u64 {
+            for k in 0..25u64 {
+                let leaves_even = (n + 625 - k * k) % 5 % 2 == 0;
+                assert_eq!(
+                    EVEN_RESIDUE_ROOTS[(n % 5) as usize] >> (k % 5) & 1 == 1,
+                    leaves_even,
+                    "n = {n}, k = {k}"
+                );
             }
         }
     }
@@ -453,11 +592,23 @@ mod tests {
     #[test]
     fn beyond_the_limit_is_out_of_range_and_the_table_stops_at_it() {
         let table = StoneGameIvTable::new(1000);
-        assert_eq!(table.solve(1001), Err(SolveError::OutOfRange { n: 1001, limit: 1000 }));
+        assert_eq!(
+            table.solve(1001),
+            Err(SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 1001, limit: 1000 })
+        );
         table.extend_to(1000).unwrap();
         assert_eq!(table.covered(), 1001);
         assert!(!table.needs_extension(1000) && !table.needs_extension(5000));
-        assert_eq!(StoneGameIvTable::new(u64::MAX).limit(), u64::from(u32::MAX));
+        assert_eq!(StoneGameIvTable::new(u64::MAX).limit(), MAX_LIMIT);
+    }
+
+    #[test]
+    fn limits_up_to_the_maximum_are_taken_and_larger_ones_refused() {
+        assert_eq!(StoneGameIvTable::try_new(10_000_000_000).unwrap().limit(), 10_000_000_000);
+        assert_eq!(StoneGameIvTable::try_new(MAX_LIMIT).unwrap().limit(), MAX_LIMIT);
+        let err = StoneGameIvTable::try_new(MAX_LIMIT + 1).unwrap_err();
+        assert_eq!(err, LimitTooLarge { limit: MAX_LIMIT + 1 });
+        assert_eq!(err.to_string(), "stone game iv limit 100000000001 is above the maximum 100000000000");
     }
 
     #[test]
@@ -474,11 +625,7 @@ mod tests {
                         let range = [1000, 3_000_000, 10_000_000][(step % 3) as usize];
                         let n = if step == 100 { 9_999_999 } else { (step * 7_919 + i * 1_000_003) % range };
                         let outcome = table.solve(n).unwrap();
-                        assert_eq!(
-                            outcome.alice_wins(),
-                            truth.binary_search(&(n as u32)).is_err(),
-                            "n = {n}"
-                        );
+                        assert_eq!(outcome.alice_wins(), truth.binary_search(&n).is_err(), "n = {n}");
                     }
                 })
             })
@@ -488,7 +635,7 @@ mod tests {
         }
         let (covered, losing) = table.snapshot();
         assert_eq!(covered, 10_000_001);
-        assert_eq!(losing, truth[..truth.partition_point(|&p| u64::from(p) < covered)]);
+        assert_eq!(losing, truth[..truth.partition_point(|&p| p < covered)]);
     }
 
     #[test]
@@ -570,11 +717,31 @@ mod tests {
             n in 0u64..1_000_000,
             near in prop_oneof![Just(0u64), 1u64..5000, Just(NEAR)],
         ) {
-            static LOSING: std::sync::LazyLock<Vec<u32>> =
+            static LOSING: std::sync::LazyLock<Vec<u64>> =
                 std::sync::LazyLock::new(|| losing_positions_below(1_000_000));
             let losing = &*LOSING;
-            let below = &losing[..losing.partition_point(|&p| u64::from(p) < n)];
+            let below = &losing[..losing.partition_point(|&p| p < n)];
             prop_assert_eq!(smallest_winning_take_near(below, n, near), baseline::smallest_winning_take(below, n));
+        }
+
+        #[test]
+        fn the_indexed_search_finds_the_list_walks_move_on_made_up_lists_above_2_to_the_32(
+            set in proptest::collection::btree_set(
+                prop_oneof![0u64..3000, (1u64 << 32) - 3000..(1 << 32) + 3000, (5u64 << 32)..(5 << 32) + 2000],
+                1..300,
+            ),
+            offset in 0u64..100_000,
+        ) {
+            // Not P-positions, but both searches answer "the smallest k² with n − k² in
+            // the list" for any list; odd residues end early in some lists, not others.
+            let list: Vec<u64> = set.into_iter().collect();
+            let covered = list.last().unwrap() + 100_001;
+            let positions = Positions::new(list.clone(), covered);
+            let piles = [covered - 1 - offset, (1 << 32) + offset, (5 << 32) + offset, offset];
+            for n in piles.into_iter().filter(|&n| n < covered) {
+                let below = &list[..list.partition_point(|&p| p < n)];
+                prop_assert_eq!(positions.smallest_winning_take(n), smallest_winning_take(below, n), "n = {}", n);
+            }
         }
 
         #[test]

@@ -1,130 +1,24 @@
 //! The segmented sieve that grows the sorted list of Stone Game IV P-positions.
 //!
-//! n is winning iff some P-position p has n − p = k², so every known p "marks" p + k²
-//! for every k. P-positions are sparse (1,727,524 below 10^9), so the work is the number
-//! of (p, k) pairs, 4.0·10^10 up to 10^9, one byte store each, less those dropped below.
-//! The range is cut into segments of [`SEGMENT`] numbers, one byte a number, and each
-//! worker marks a segment one L1-sized block at a time.
+//! Every known P-position p marks p + k² winning for every k; an unmarked number is a
+//! P-position. The range is cut into segments of [`SEGMENT`] numbers, one byte a number,
+//! and two workers mark a segment one L1-sized block at a time, each k from a cursor
+//! into the sorted list, so no search is made per (block, k). Past the first 512 k's,
+//! the k's ≢ 0 (mod 5) mark from sparse lists that leave out the pairs landing on
+//! numbers ≡ 1, 3 (mod 5), which are nearly all winning; the few such numbers left
+//! unmarked are tested against the left-out pairs one by one, so the result stays exact.
+//! The method, and why it is exact, is in `docs/stone-game-iv.md`; each constant below
+//! names what decided it (`examples/iv_cold.rs --baseline`, `benches/stone_game_iv.rs`).
 //!
-//! ## Numbers ≡ 1, 3 (mod 5)
-//!
-//! Below 10^9 the P-positions fall by residue mod 5 as 797,384 / 8 / 889,636 / 36 /
-//! 40,460 (≡ 0 / 1 / 2 / 3 / 4): the 44 that are ≡ 1 or 3 all lie below 10^7. Yet those
-//! numbers took most of the work: on [10^9 − 2^20, 10^9) each gets 72 marks, 63% of all
-//! marks there. So the k's ≢ 0 (mod 5) between `FULL_MIN` and `sparse_up_to` mark from
-//! a sparse list (`keeps`: p ≡ 1, 3, 4 for k² ≡ 1, p ≡ 0, 1, 3 for k² ≡ 4) that drops
-//! exactly the pairs landing on ≡ 1, 3; every other k marks from the whole list. The
-//! largest k's are the ones kept whole: their runs are the densest, the start of the list,
-//! and they hold the first `FULL_MARKS` · √lo P-positions, so a number ≡ 1, 3 still gets
-//! about that many marks, and `finish_segment` tests the few left unmarked against the
-//! dropped pairs one by one (`marked_by_dropped_pair`). Whatever the residues do past
-//! 10^9, the result is exact: a dropped pair is only ever skipped in the marks, never in
-//! the test.
-//!
-//! Measured (release build, shared 2-core machine):
-//! - Which k's to keep whole, on that last 2^20 with the 10^9 list (a scratch program):
-//!   the marks a number ≡ 1, 3 gets from them against the share left unmarked. The top
-//!   2,513 k's: 10.7 marks, 1.5·10^-3; the top 4,513: 16.9, 9.3·10^-5; k ≤ 8,000: 14.6,
-//!   4.3·10^-4; every 4th k: 18.8, 6.2·10^-5. The survivors fall like e^(−marks/2), not
-//!   e^(−marks) (the marks bunch), alike whichever k's give them; the top k's give them
-//!   with the fewest k's, so the fewest visits.
-//! - A survivor costs ~700 tests of ~30 ns (a gallop in the whole list), ~20 µs, on the
-//!   one thread that finishes the segment. Sieving to 10^9 (counts to 9.4·10^8),
-//!   `FULL_MARKS` 16: 1.94·10^10 marks, 108,329 survivors, 62 M tests, 5.92 s wall; 24:
-//!   2.22·10^10, 5,708, 4.1 M, 4.84 s; 32: 2.56·10^10, 267, 0.2 M, 5.01 s; every k
-//!   whole: 3.66·10^10 marks, 5.97 s. Interleaved `iv_cold` runs, 3 each, medians: 18:
-//!   5.53 s wall, 9.48 s CPU; 24: 4.92 s, 9.02 s; 30: 5.27 s, 9.54 s.
-//! - The sparse lists' k's mark a segment in one visit, in its last block (the stores
-//!   then reach the whole 256 KiB segment, in L2), instead of one visit a block:
-//!   4.84 → 4.72 s. Blocks of 2^16 to 2^18 for every k, or prefetching 4 or 8 lines
-//!   instead of 2: within the noise (4.9–5.4 s).
-//! - Result, `iv_cold --baseline --runs 3 1000000000`, medians: wall 8.90 s baseline,
-//!   4.89 s (0.55×); CPU 16.90 s, 8.97 s (0.53×); the sieve just before this change
-//!   gave 0.69× in the same sitting. A mark now costs ~1.6 cycles of CPU, not ~1.2: the
-//!   runs are shorter, so the list's first load and the visit weigh more per mark.
-//! - Left alone: numbers ≡ 4. Their P-positions thin out (2.3% of those near 10^9) but
-//!   number 40,460 below it, and each would be tested against ~25,000 dropped k's
-//!   (~0.75 ms): about 30 s.
-//!
-//! For one block and one k, the p's that mark it form a contiguous run of the sorted
-//! list, and the run for the next block starts where this one ended; a cursor per k
-//! remembers that spot, so no search is needed per (block, k). The first load at each
-//! cursor is what the sieve waited on (half of its samples under `perf`): the list
-//! (7 MB at 10^9) is streamed once a block and is no longer cached when the next block
-//! comes back to it, so the cursors a few k's ahead are prefetched. The k's of a segment
-//! are cut into `CHUNKS` runs of consecutive k's, taken largest k first by whichever of
-//! two workers (the caller and a scoped thread) is free, each into its own marks; the
-//! segment is then finished in order, reading both marks, since a P-position found inside
-//! it marks later numbers of the same segment.
-//!
-//! Every block but a segment's last marks a fixed number of groups per k (what the k
-//! marked a block in the previous segment), not up to the end of the k's run in the
-//! block: near 10^9 a (block, k) visit stores ~49 marks (kernel below), and the exit of a
-//! loop that looks for the run's end was mispredicted about once a visit. Stores that
-//! land past the block (or cursors that fall behind) cost an L1 miss now and then; the
-//! last block marks every run exactly up to the segment's end, so the marks do not depend
-//! on the counts.
-//!
-//! Until issue 11's second round the k's were split by parity, each worker with its own
-//! cursors, and the two marks were OR-ed before the finish. Consecutive k's instead keep
-//! each worker on its own part of the list (the runs of nearby k's overlap for small k),
-//! balance the two on the fly (a worker preempted by another process no longer holds up
-//! the segment), and drop the OR pass; which of the three gains most was not separated.
-//! Trying sweeps over the whole segment for large k only (k ≥ 1,024 or ≥ 8,192, to
-//! save the per-(block, k) cursor work: ~41 stores a visit at 10^9) measured 4–13% more
-//! CPU at 3·10^8 (single runs, machine shared) than 2^15 blocks for every k, so every k keeps the L1 blocks.
-//!
-//! Measured side by side with the pre-issue-11 sieve (`stone_game_iv::baseline`) on
-//! the 2^25 numbers above 9.6·10^8 (a scratch loop over the saved 10^9 list), CPU time,
-//! medians of 5, for the parity split: 0.64×; with the prefetch, blocks of 2^15..2^18
-//! alike (0.70–0.75×); without it, blocks of 2^15 0.83× and 2^16 1.24×. Bytes beat bits,
-//! as measured before issue 11 (bitsets 10% slower at 10^8). Whole runs to 10^9, the
-//! baseline, the parity split and this sieve interleaved in one run, medians of 3, both
-//! cores free: wall 8.69 s, 8.19 s (0.94×), 6.96 s (0.80×; 0.85× the parity split); CPU
-//! 16.58 s, 15.53 s, 13.19 s. The baseline's time varies most from run to run (9 to 14 s
-//! wall in one `iv_cold --baseline` run), so its ratio does too: 0.52× and 0.81× wall in
-//! two such runs minutes apart; issue 11's goal of ≤ 0.6× is not reliably met.
-//!
-//! Issue 11's third round measured with a scratch example (not kept): "kernel" marks the
-//! 128 segments from 9.6·10^8 with the saved 10^9 list on one thread (1.58·10^9 marks, the
-//! variants interleaved, ns a mark, medians of 3); "whole" runs
-//! `losing_positions_below(10^9)` with two workers (CPU s, the variants interleaved,
-//! medians of 3). The machine was shared throughout (other builds running, wall times from
-//! 6 to 17 s for the same code), so only figures from one run compare, and CPU time is the
-//! steadier one. Kept, whole: the fixed counts 14.75 → 12.62 s (kernel 0.371 → 0.332 ns,
-//! and 0.404 → 0.374 in another run); the last block's leftover p's as one group ending the
-//! run 11.90 → 11.49 s; groups of 16 instead of 8 11.91 → 11.25 s (12: 11.75 s; another run
-//! 11.62 → 11.23 s). Where the time goes (kernel, fixed counts without the run-end check,
-//! same run): no stores at all 0.18–0.21 ns against 0.33–0.38 with them, the stores sent to
-//! a 4 KiB area instead 0.24–0.25; so stores into the block take about half, and a visit
-//! costs ~5–6 ns besides its marks (before the fixed counts, k descending, blocks of 2^14
-//! 0.51 ns, 2^15 0.36–0.39, 2^16 0.32–0.33, 2^17 0.36, 2^18 0.33). Tried and not kept:
-//! unchecked stores (`get_unchecked_mut`, no index mask) 11.62 → 11.12 s whole, but a
-//! caller passing an unsorted list to this safe API could then write out of bounds; the
-//! descending order of k 11.62 → 11.52 s whole (noise); counts smoothed over windows of 16
-//! to 2,048 k's, 11.3–11.9 s against 11.8–12.2 s (noise); `CHUNKS` of 32 or 64, same CPU;
-//! prefetching every line of the fixed run 3 or 6 k's ahead, 12.25–12.47 s against
-//! 11.94–12.28 s; with the fixed counts (kernel), blocks of 2^14 0.348 ns (the old code at
-//! 2^15: 0.371) and 2^16 0.411 (old at 2^16: 0.348), where 2^15 gave 0.339 (old: 0.358);
-//! prefetchnta instead of prefetcht0 0.410 vs 0.438 ns and 0.379 vs 0.371 (noise); the
-//! run's end found by a branchless binary search over 128 p's, 0.546 vs 0.372 ns, still
-//! 0.53–0.60 vs 0.39–0.45 when done 1 to 8 k's ahead. Before the fixed counts, in a first
-//! kernel that left k < 512 idle (1.6% of the k's; approximate): two k's interleaved in one
-//! loop 0.379 vs 0.356 ns; blocks taken in serpentine order of k 0.385 vs 0.366; one visit
-//! per segment into a bitset of the segment (32 KiB) 0.489 vs 0.358; prefetching 4 lines
-//! instead of 2, or 6 or 10 k's ahead instead of 3, within ±4%.
-//!
-//! `iv_cold --baseline --runs 3 1000000000` after these changes: wall 9.23 s baseline,
-//! 6.45 s current (0.70×); CPU 17.23 s, 11.42 s (0.66×); its third current run lost a core
-//! to another process (11.36 s wall). The goal of ≤ 0.6× wall is still not met.
-//! Also tried after the round: the finish pass's in-segment marks (~150,000 scattered
-//! stores a segment near 10^9, on one thread) into a 32 KiB bitset instead of the 256 KiB
-//! byte marks, `iv_cold --runs 1 1000000000` alternately three times: wall 6.17, 6.64,
-//! 6.66 s against 6.11, 6.15, 6.76 s, CPU alike: no gain, not kept.
+//! The marking loop reads the list as low 32-bit halves ([`Lows`]) and adds k² − lo
+//! modulo 2^32: exact for a P-position landing in the segment, and for the groups past
+//! a run's end as long as P-positions lie less than [`MAX_GAP`] apart, which every
+//! segment checks. The same loop thus serves piles above 2^32.
 
 use std::sync::{Mutex, PoisonError};
 
 use super::gallop::first_at_least;
+use super::lows::Lows;
 
 /// Numbers classified per segment: 2^18, the unit the table publishes and the two
 /// workers split (one thread spawn a segment).
@@ -137,16 +31,22 @@ const LEN: usize = SEGMENT as usize;
 const BLOCK: u64 = 1 << 15;
 
 /// How many k's ahead a worker prefetches the list at their cursors (3 and 4 measure
-/// alike; 8 and 16 slightly worse).
+/// alike in `iv_cold`; 8 and 16 slightly worse).
 const PREFETCH_AHEAD: usize = 3;
 
 /// Chunks of consecutive k's a segment is cut into, taken in turn by whichever worker is
 /// free.
 const CHUNKS: usize = 16;
 
-/// P-positions marked per step: one check of the step's last p, then plain stores. 16,
-/// since the counts are fixed (12 and 8 cost 4% and 6% more CPU: "whole" runs above).
+/// P-positions marked per step: one check of the step's last p, then plain stores. 16:
+/// 12 and 8 cost 4% and 6% more CPU to 10^9 (`iv_cold`).
 const GROUP: usize = 16;
+
+/// The widest gap between consecutive P-positions (of each list the sieve marks from)
+/// for which the marking loop's sums modulo 2^32 are exact: a group of [`GROUP`] p's
+/// that starts less than a gap past the segment's end then ends below 2^32 past its
+/// start. P-positions near 10^10 lie thousands apart, not hundreds of millions.
+pub(super) const MAX_GAP: u64 = ((1 << 32) - SEGMENT) / (GROUP as u64 + 1);
 
 /// Every k up to this marks from the whole list: k² < SEGMENT reaches from a segment into
 /// the next, and [`finish_segment`] makes those marks from the P-positions it finds.
@@ -154,7 +54,8 @@ const FULL_MIN: u64 = 1 << 9;
 
 /// The largest k's mark from the whole list while their runs start among the first
 /// `FULL_MARKS` · √lo P-positions: a number ≡ 1, 3 (mod 5) then gets about this many
-/// marks from them, so few survive to be tested one by one.
+/// marks from them, so few survive to be tested one by one. 24: 16, 18, 30 and 32 were
+/// slower to 10^9 in interleaved `iv_cold` runs.
 const FULL_MARKS: f64 = 24.0;
 
 /// Which list a k marks from: `None` for the whole list, else an index into the sparse
@@ -172,20 +73,20 @@ fn sparse_list(k: u64, sparse_up_to: u64) -> Option<usize> {
 /// Whether P-position `p` is in sparse list `list`: list 0, for k² ≡ 1 (mod 5), keeps
 /// p ≡ 1, 3, 4 and drops p ≡ 0, 2; list 1, for k² ≡ 4, keeps p ≡ 0, 1, 3 and drops
 /// p ≡ 2, 4. Every dropped pair marks a number ≡ 1 or 3.
-fn keeps(list: usize, p: u32) -> bool {
+fn keeps(list: usize, p: u64) -> bool {
     matches!((list, p % 5), (0, 1 | 3 | 4) | (1, 0 | 1 | 3))
 }
 
 /// The lists the k's of a segment mark from.
 #[derive(Clone, Copy)]
 struct Lists<'a> {
-    full: &'a [u32],
-    sparse: [&'a [u32]; 2],
+    full: &'a Lows,
+    sparse: [&'a Lows; 2],
     sparse_up_to: u64,
 }
 
 impl<'a> Lists<'a> {
-    fn of(&self, k: u64) -> &'a [u32] {
+    fn of(&self, k: u64) -> &'a Lows {
         sparse_list(k, self.sparse_up_to).map_or(self.full, |list| self.sparse[list])
     }
 }
@@ -206,7 +107,8 @@ fn prefetch(losing: &[u32], at: usize) {
         let line = from.as_ptr().cast::<i8>();
         // SAFETY: SSE is part of x86_64, and a prefetch never faults, whatever the
         // address. The only `unsafe` of the sieve: no safe prefetch exists, and a plain
-        // load would stall the loop it is meant to feed; it cuts CPU time by a quarter.
+        // load would stall the loop it is meant to feed; it cuts CPU time by a quarter
+        // (`iv_cold`).
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(line);
             _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64));
@@ -252,9 +154,10 @@ fn mark_chunk(
 /// k² < `block_hi` that marks from the whole list, as many groups of p's from the cursor
 /// on as the k marked a block in the previous segment. The count is not where the k's run
 /// in this block ends, but it is the same for long stretches of k's, so the loop's exit is
-/// predicted; checking for the run's end instead cost a mispredicted branch a (block, k). Stores past the block still
-/// land in the segment (each group is checked against its end), the cursors that fall
-/// behind catch up in the last block, and the last block marks the rest exactly.
+/// predicted; checking for the run's end instead cost a mispredicted branch a
+/// (block, k). Stores past the block still land in the segment (each group is checked
+/// against its end), the cursors that fall behind catch up in the last block, and the
+/// last block marks the rest exactly.
 #[allow(clippy::too_many_arguments)]
 fn mark_block(
     lists: Lists,
@@ -290,7 +193,8 @@ fn finish_runs(
     let limit = (hi - lo) as u32;
     for_each_k(lists, lo, hi, first_k, cursors, true, |list, i, offset, at| {
         let at = mark_groups(list, at, offset, limit, usize::MAX, marks);
-        // The list is sorted and p + k² < 2^32, so the p's below `limit` are a prefix.
+        // The list is sorted and the group's sums are exact (`MAX_GAP`), so the p's
+        // below `limit` are a prefix.
         let left = list
             .get(at..at + GROUP)
             .map(|group| group.iter().map(|&p| usize::from(p.wrapping_add(offset) < limit)).sum::<usize>());
@@ -315,12 +219,14 @@ fn finish_runs(
 
 /// Runs `mark(list, i, offset, cursor)` for each k = `first_k` + i of the chunk with
 /// k² < `end`, where `list` is the list k marks from, prefetching the lists at the
-/// cursors a few k's ahead, and stores the cursor it returns. Unless `every_k`, the k's
-/// that mark from a sparse list are left out: their runs are short (under half the
-/// list's P-positions, and under 3% for k² ≡ 1), so the segment's last block marks them
-/// whole, one visit a segment instead of one a block (4.84 → 4.72 s to 10^9, module doc).
-/// `offset` is k² − `lo` as a wrapping u32: for p at or past the cursor, p + k² − lo lies
-/// in [0, 2^32), so the wrapping sum p + offset is exact.
+/// cursors of the k's visited a few visits ahead, and stores the cursor it returns.
+/// Unless `every_k`, the k's that mark from a sparse list are left out: their runs are
+/// short (under half the list's P-positions, and under 3% for k² ≡ 1), so the segment's
+/// last block marks them whole, one visit a segment instead of one a block (faster to
+/// 10^9 in `iv_cold`); the visits then step over them rather than test each.
+/// `offset` is k² − `lo` modulo 2^32, and the list holds p modulo 2^32: for p at or past
+/// the cursor, p + k² − lo lies in [0, 2^32) while the groups stay within `MAX_GAP`, so
+/// the wrapping sum p + offset is exact.
 #[inline(always)]
 fn for_each_k<'a>(
     lists: Lists<'a>,
@@ -332,16 +238,29 @@ fn for_each_k<'a>(
     mut mark: impl FnMut(&'a [u32], usize, u32, usize) -> usize,
 ) {
     let count = (isqrt(end - 1) + 1).saturating_sub(first_k).min(cursors.len() as u64) as usize;
-    for i in 0..count {
+    // The first i at or after `i` to visit: the k's that mark from the whole list are
+    // those up to FULL_MIN, the multiples of 5, and those above `sparse_up_to`.
+    let visited_from = |i: usize| -> usize {
         let k = first_k + i as u64;
-        if !every_k && sparse_list(k, lists.sparse_up_to).is_some() {
-            continue;
+        if every_k || k <= FULL_MIN || k > lists.sparse_up_to || k.is_multiple_of(5) {
+            return i;
         }
-        if let Some(&ahead) = cursors.get(i + PREFETCH_AHEAD) {
-            prefetch(lists.of(k + PREFETCH_AHEAD as u64), ahead);
+        (k.next_multiple_of(5).min(lists.sparse_up_to + 1) - first_k) as usize
+    };
+    let mut i = visited_from(0);
+    let mut ahead = i;
+    for _ in 0..PREFETCH_AHEAD {
+        ahead = visited_from(ahead + 1);
+    }
+    while i < count {
+        if let Some(&cursor) = cursors.get(ahead) {
+            prefetch(lists.of(first_k + ahead as u64).lows(), cursor);
         }
+        let k = first_k + i as u64;
         let offset = (k * k).wrapping_sub(lo) as u32;
-        cursors[i] = mark(lists.of(k), i, offset, cursors[i]);
+        cursors[i] = mark(lists.of(k).lows(), i, offset, cursors[i]);
+        i = visited_from(i + 1);
+        ahead = visited_from(ahead + 1);
     }
 }
 
@@ -381,8 +300,10 @@ pub struct Sieve {
     marks: [Marks; 2],
     /// The start of the next segment the cursors are valid for; `None` forces a resync.
     next: Option<u64>,
+    /// The P-positions below `next`, the copy the workers read.
+    full: Lows,
     /// The P-positions below `next` that [`keeps`] puts in each sparse list.
-    sparse: [Vec<u32>; 2],
+    sparse: [Lows; 2],
     /// The largest k that may mark from a sparse list ([`sparse_list`]); it never falls
     /// between resyncs.
     sparse_up_to: u64,
@@ -405,7 +326,8 @@ impl Sieve {
             groups: Vec::new(),
             marks: [zeroed(), zeroed()],
             next: None,
-            sparse: [Vec::new(), Vec::new()],
+            full: Lows::default(),
+            sparse: [Lows::default(), Lows::default()],
             sparse_up_to: 0,
             full_marks: FULL_MARKS,
         }
@@ -414,14 +336,20 @@ impl Sieve {
     /// Classifies [lo, hi) and appends its P-positions to `found`, in order.
     ///
     /// `losing` must hold exactly the P-positions below `lo`, sorted, and
-    /// `hi − lo ≤ SEGMENT`, `hi ≤ 2^32`. Successive calls on consecutive ranges with the
-    /// same, growing list reuse the cursors; any other call resyncs them first.
-    pub fn classify(&mut self, losing: &[u32], lo: u64, hi: u64, found: &mut Vec<u32>) {
-        assert!(lo < hi && hi - lo <= SEGMENT && hi <= 1 << 32, "bad segment [{lo}, {hi})");
+    /// `hi − lo ≤ SEGMENT`. Successive calls on consecutive ranges with the same, growing
+    /// list reuse the cursors and the sieve's copy of the list; any other call resyncs
+    /// them first.
+    ///
+    /// # Panics
+    /// On a bad segment, and if P-positions lie [`MAX_GAP`] or more apart (none do to
+    /// 10^10; the marks would then not be exact).
+    pub fn classify(&mut self, losing: &[u64], lo: u64, hi: u64, found: &mut Vec<u64>) {
+        assert!(lo < hi && hi - lo <= SEGMENT, "bad segment [{lo}, {hi})");
         let max_k = isqrt(hi - 1);
         let sparse_up_to = sparse_up_to(losing, lo, self.full_marks);
+        let resume = self.next == Some(lo) && self.full.len() == losing.len();
         // The k's whose cursors are searched for anew, in the list each marks from.
-        let searched = if self.next == Some(lo) {
+        let searched = if resume {
             // A new k has k² ≥ the previous end = lo, so every p + k² ≥ lo: from p = 0.
             self.cursors.resize(max_k as usize, 0);
             self.groups.resize(max_k as usize, 0);
@@ -431,17 +359,21 @@ impl Sieve {
             moved..=self.sparse_up_to
         } else {
             // A list that did not come from this sieve (loaded from disk, or after a panic
-            // left the cursors half-updated): the sparse lists again, and every cursor.
-            self.sparse = [0, 1].map(|list| losing.iter().copied().filter(|&p| keeps(list, p)).collect());
+            // left the cursors half-updated): the copies again, and every cursor.
+            self.full = Lows::from_sorted(losing.iter().copied());
+            self.sparse =
+                [0, 1].map(|list| Lows::from_sorted(losing.iter().copied().filter(|&p| keeps(list, p))));
             self.sparse_up_to = sparse_up_to;
             self.cursors = vec![0; max_k as usize];
             self.groups = vec![0; max_k as usize];
             1..=max_k
         };
-        let sparse = self.sparse.each_ref().map(Vec::as_slice);
-        let lists = Lists { full: losing, sparse, sparse_up_to: self.sparse_up_to };
+        let widest = self.sparse.iter().map(Lows::max_gap).fold(self.full.max_gap(), u64::max);
+        assert!(widest < MAX_GAP, "P-positions {widest} apart: the marks modulo 2^32 would not be exact");
+        let lists =
+            Lists { full: &self.full, sparse: self.sparse.each_ref(), sparse_up_to: self.sparse_up_to };
         for k in searched {
-            self.cursors[k as usize - 1] = first_at_least(lists.of(k), 0, lo.saturating_sub(k * k));
+            self.cursors[k as usize - 1] = lists.of(k).first_at_least(0, lo.saturating_sub(k * k));
             self.groups[k as usize - 1] = 0;
         }
         // A panic below leaves the cursors half-updated: the next call resyncs.
@@ -477,8 +409,13 @@ impl Sieve {
         });
         let first = found.len();
         finish_segment(mine, theirs, lists, lo, (hi - lo) as usize, found);
-        for (list, sparse) in self.sparse.iter_mut().enumerate() {
-            sparse.extend(found[first..].iter().filter(|&&p| keeps(list, p)));
+        for &p in &found[first..] {
+            self.full.push(p);
+            for (list, sparse) in self.sparse.iter_mut().enumerate() {
+                if keeps(list, p) {
+                    sparse.push(p);
+                }
+            }
         }
         self.next = Some(hi);
     }
@@ -493,7 +430,7 @@ fn finish_segment(
     lists: Lists,
     lo: u64,
     len: usize,
-    found: &mut Vec<u32>,
+    found: &mut Vec<u64>,
 ) {
     const ALL_MARKED: u64 = u64::from_ne_bytes([1; 8]);
     let mut at = 0;
@@ -506,7 +443,7 @@ fn finish_segment(
         }
         let n = lo + at as u64;
         if marks[at] | other[at] == 0 && !marked_by_dropped_pair(lists, n) {
-            found.push(n as u32);
+            found.push(n);
             for target in (1..).map(|k| at + k * k).take_while(|&target| target < len) {
                 set(marks, target);
             }
@@ -521,9 +458,9 @@ fn finish_segment(
 /// then gets about `full_marks` marks from them (those runs hold that many P-positions a
 /// √lo of k's, k ≢ 0 has k² ≡ 1 or 4, and n − k² falls on a residue that holds 46% or
 /// 51% of the P-positions). 0 while the list is shorter: every k marks from it.
-fn sparse_up_to(losing: &[u32], lo: u64, full_marks: f64) -> u64 {
+fn sparse_up_to(losing: &[u64], lo: u64, full_marks: f64) -> u64 {
     let among = (full_marks * (lo as f64).sqrt()).ceil() as usize;
-    losing.get(among).map_or(0, |&p| isqrt(lo - u64::from(p)))
+    losing.get(among).map_or(0, |&p| isqrt(lo - p))
 }
 
 /// Whether a pair the sparse lists leave out marks `n`: a P-position p and a k in
@@ -539,8 +476,8 @@ fn marked_by_dropped_pair(lists: Lists, n: u64) -> bool {
     let mut at = 0;
     (FULL_MIN + 1..=lists.sparse_up_to.min(isqrt(n))).rev().filter(|k| k % 5 != 0).any(|k| {
         let x = n - k * k;
-        at = first_at_least(lists.full, at, x);
-        lists.full.get(at).is_some_and(|&p| u64::from(p) == x)
+        at = lists.full.first_at_least(at, x);
+        at < lists.full.len() && lists.full.value(at) == x
     })
 }
 
@@ -556,31 +493,31 @@ pub(super) fn isqrt(n: u64) -> u64 {
     root
 }
 
-/// Every P-position below `end` (at most 2^32), computed from scratch.
-pub fn losing_positions_below(end: u64) -> Vec<u32> {
+/// Every P-position below `end`, computed from scratch.
+pub fn losing_positions_below(end: u64) -> Vec<u64> {
     let mut sieve = Sieve::new();
     losing_positions_by(end, SEGMENT, |losing, lo, hi, found| sieve.classify(losing, lo, hi, found))
 }
 
 /// Every P-position below `end`, from `classify(losing, lo, hi, found)` called on
 /// consecutive ranges of `segment` numbers (this sieve's or the frozen baseline's).
-pub(super) fn losing_positions_by(
+pub(super) fn losing_positions_by<P: Copy>(
     end: u64,
     segment: u64,
-    classify: impl FnMut(&[u32], u64, u64, &mut Vec<u32>),
-) -> Vec<u32> {
+    classify: impl FnMut(&[P], u64, u64, &mut Vec<P>),
+) -> Vec<P> {
     extend_losing(Vec::new(), 0, end, segment, classify)
 }
 
 /// `losing`, the P-positions below `lo`, extended to those below `end` as
 /// [`losing_positions_by`] does.
-fn extend_losing(
-    mut losing: Vec<u32>,
+fn extend_losing<P: Copy>(
+    mut losing: Vec<P>,
     mut lo: u64,
     end: u64,
     segment: u64,
-    mut classify: impl FnMut(&[u32], u64, u64, &mut Vec<u32>),
-) -> Vec<u32> {
+    mut classify: impl FnMut(&[P], u64, u64, &mut Vec<P>),
+) -> Vec<P> {
     let mut found = Vec::new();
     while lo < end {
         let hi = (lo + segment).min(end);
@@ -601,9 +538,14 @@ mod tests {
     use crate::games::stone_game_iv::baseline;
 
     /// The plain definition over every n, as the list of P-positions.
-    fn dense_losing_below(end: usize) -> Vec<u32> {
+    fn dense_losing_below(end: usize) -> Vec<u64> {
         let wins = stone_game_iv_wins_below(end);
-        (0..end).filter(|&n| !wins[n]).map(|n| n as u32).collect()
+        (0..end).filter(|&n| !wins[n]).map(|n| n as u64).collect()
+    }
+
+    /// The frozen baseline's list, as `u64`s.
+    fn baseline_below(end: u64) -> Vec<u64> {
+        baseline::losing_positions_below(end).into_iter().map(u64::from).collect()
     }
 
     #[test]
@@ -635,14 +577,14 @@ mod tests {
             // A fresh sieve must resync its cursors from the list alone.
             let mut sieve = Sieve::new();
             let classify =
-                |losing: &[u32], lo, hi, found: &mut Vec<u32>| sieve.classify(losing, lo, hi, found);
+                |losing: &[u64], lo, hi, found: &mut Vec<u64>| sieve.classify(losing, lo, hi, found);
             let losing = extend_losing(losing_positions_below(split), split, end, SEGMENT / 3, classify);
             assert_eq!(losing, whole, "split at {split}");
         }
     }
 
     /// The P-positions below `end` from a sieve whose full-list k's reach `full_marks`.
-    fn losing_below_with(end: u64, full_marks: f64) -> Vec<u32> {
+    fn losing_below_with(end: u64, full_marks: f64) -> Vec<u64> {
         let mut sieve = Sieve { full_marks, ..Sieve::new() };
         losing_positions_by(end, SEGMENT, |losing, lo, hi, found| sieve.classify(losing, lo, hi, found))
     }
@@ -652,8 +594,8 @@ mod tests {
         for k in [FULL_MIN + 1, FULL_MIN + 2, FULL_MIN + 3, FULL_MIN + 4, FULL_MIN + 5] {
             let list = sparse_list(k, u64::MAX);
             assert_eq!(list.is_none(), k % 5 == 0, "k = {k}");
-            for p in 0..5u32 {
-                let target = (u64::from(p) + k * k) % 5;
+            for p in 0..5u64 {
+                let target = (p + k * k) % 5;
                 let kept = list.is_none_or(|list| keeps(list, p));
                 assert!(kept || matches!(target, 1 | 3), "k = {k}, p ≡ {p} drops a mark on ≡ {target}");
             }
@@ -667,7 +609,7 @@ mod tests {
     fn equals_the_baseline_sieve_to_ten_to_the_seven() {
         // 44 P-positions ≡ 1, 3 (mod 5) lie below 10^7, each tested pair by pair.
         let losing = losing_positions_below(10_000_000);
-        assert_eq!(losing, baseline::losing_positions_below(10_000_000));
+        assert_eq!(losing, baseline_below(10_000_000));
         assert_eq!(losing.iter().filter(|&&p| matches!(p % 5, 1 | 3)).count(), 44);
     }
 
@@ -676,7 +618,7 @@ mod tests {
         // With one full mark a number, sparse lists start at a few hundred thousand and
         // thousands of numbers ≡ 1, 3 survive the marks to be tested one by one.
         let end = 4_000_000;
-        let expected = baseline::losing_positions_below(end);
+        let expected = baseline_below(end);
         for full_marks in [0.5, 1.0, 3.0] {
             assert_eq!(losing_below_with(end, full_marks), expected, "full_marks {full_marks}");
         }
@@ -691,11 +633,87 @@ mod tests {
         for split in [SEGMENT * 5, SEGMENT * 7 + 99, 2_222_222] {
             let mut sieve = Sieve { full_marks: 1.0, ..Sieve::new() };
             let classify =
-                |losing: &[u32], lo, hi, found: &mut Vec<u32>| sieve.classify(losing, lo, hi, found);
+                |losing: &[u64], lo, hi, found: &mut Vec<u64>| sieve.classify(losing, lo, hi, found);
             let losing = extend_losing(losing_below_with(split, 1.0), split, end, SEGMENT, classify);
             assert!(sieve.sparse_up_to > FULL_MIN, "the sparse lists are in use");
             assert_eq!(losing, whole, "split at {split}");
         }
+    }
+
+    /// Classifies [lo, lo + len) the plain way, against any sorted list `below` (the
+    /// P-positions below lo, or a made-up list): each p marks p + k² in the window, k from
+    /// ⌈√(lo − p)⌉ up, then the window is walked in order.
+    fn classify_plainly(below: &[u64], lo: u64, len: u64) -> Vec<u64> {
+        let mut wins = vec![false; len as usize];
+        for &p in below {
+            let first = isqrt(lo - p - 1) + 1;
+            for square in (first..).map(|k| k * k).take_while(|&square| p + square < lo + len) {
+                wins[(p + square - lo) as usize] = true;
+            }
+        }
+        let mut found = Vec::new();
+        for at in 0..len {
+            if !wins[at as usize] {
+                found.push(lo + at);
+                for square in (1..).map(|k| k * k).take_while(|&square| at + square < len) {
+                    wins[(at + square) as usize] = true;
+                }
+            }
+        }
+        found
+    }
+
+    /// A made-up sorted list below `lo` (> 2^32) that gives every kind of k work above
+    /// 2^32: the P-positions below 10^5, sparse values up to 2^27 (the runs of the k's
+    /// with k² ≈ lo), values ≡ 1 (mod 5, so in both sparse lists) every 2^27, and a dense
+    /// cluster just below `lo`, where k² > 2^32 would wrap p + k² − lo past 2^32.
+    fn made_up_list_below(lo: u64) -> Vec<u64> {
+        let mut state = 0x5EED_u64;
+        let mut random = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        let mut list = losing_positions_below(100_000);
+        list.extend((0..20_000).map(|_| 100_000 + random() % (1 << 27)));
+        list.extend((1..lo >> 27).map(|i| (i << 27) / 5 * 5 + 1));
+        list.extend((0..3000).map(|_| lo - 1 - random() % (1 << 20)));
+        list.sort_unstable();
+        list.dedup();
+        list
+    }
+
+    /// The sieve's P-positions in [lo, end) from `below`, a fresh sieve (a resync) then
+    /// segment by segment, whose full-list k's reach `full_marks`.
+    fn sieved_window(below: &[u64], lo: u64, end: u64, full_marks: f64) -> (Vec<u64>, Sieve) {
+        let mut sieve = Sieve { full_marks, ..Sieve::new() };
+        let classify = |losing: &[u64], lo, hi, found: &mut Vec<u64>| sieve.classify(losing, lo, hi, found);
+        let sieved = extend_losing(below.to_vec(), lo, end, SEGMENT, classify);
+        (sieved[below.len()..].to_vec(), sieve)
+    }
+
+    #[test]
+    fn windows_above_2_to_the_32_match_the_plain_marks_from_a_resync() {
+        for lo in [(1u64 << 32) + 12_345, (1 << 32) + (1 << 27) + 7] {
+            let below = made_up_list_below(lo);
+            // Every k from the whole list, over three segments.
+            let end = lo + 2 * SEGMENT + 999;
+            let plain = classify_plainly(&below, lo, end - lo);
+            assert!(plain.len() > 100, "P-positions in the window: {}", plain.len());
+            assert_eq!(sieved_window(&below, lo, end, 1e9).0, plain, "lo = {lo}");
+            // Few full marks, so that the short list still puts k's in the sparse lists;
+            // most numbers ≡ 1, 3 are then tested pair by pair: a short window.
+            let end = lo + 300;
+            let (sieved, sieve) = sieved_window(&below, lo, end, 0.1);
+            assert!(sieve.sparse_up_to > FULL_MIN, "the sparse lists are in use");
+            assert_eq!(sieved, classify_plainly(&below, lo, end - lo), "lo = {lo}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "apart")]
+    fn p_positions_too_far_apart_for_exact_marks_are_refused() {
+        let below = [0, 2, 5, MAX_GAP + 5];
+        Sieve::new().classify(&below, MAX_GAP + 10, MAX_GAP + 100, &mut Vec::new());
     }
 
     proptest! {

@@ -1,15 +1,12 @@
 //! Alice's move for every small pile, read from a table instead of searched for.
 //!
-//! Below 2^21 the smallest winning k averages 131 to 173 (n in the top half of 2^20 and
-//! 2^21), and the search over the P-positions near n took 0.87–1.24 µs a random pile: a
-//! fifth of all CPU of the bulk client on issue 11's real-world shape (piles up to 10^6).
-//! A table of the smallest winning k per n (a `u16`: k ≤ 65,535 for every n < 2^32) is
-//! built once by marking p + k² for every P-position p, k upwards, keeping the first k
-//! that reaches each n, and is then one load a pile. Measured with a scratch loop over
-//! 200,000 random piles (idle machine): build 16 ms at 2^20 and 37 ms at 2^21; a lookup
-//! 3 ns against the search's 1.24 µs at 2^21. At 2^23 the build takes 282 ms (the array
-//! leaves the L2 cache) for 16 MiB, so the table stops at [`SMALL_MOVES_END`] and larger
-//! piles keep the search.
+//! Bulk runs are mostly small piles, and below 2^21 the smallest winning k still
+//! averages 131 to 173, so a search costs about a microsecond where a load costs a few
+//! nanoseconds. The table of the smallest winning k per n (a `u16`: k ≤ 65,535 for every
+//! n < 2^32) is built once by marking p + k² for every P-position p, k upwards, keeping
+//! the first k that reaches each n. It stops at [`SMALL_MOVES_END`], where building it
+//! still takes tens of milliseconds and it still fits the L2 cache
+//! (`stone_game_iv_cold/first_move_below_2^20` in `benches/stone_game_iv.rs`).
 
 /// The table covers piles below this: 2^21 (4 MiB of `u16`).
 pub(super) const SMALL_MOVES_END: u64 = 1 << 21;
@@ -20,14 +17,14 @@ pub(super) const SMALL_MOVES_MIN: u64 = 1 << 16;
 /// For every n below `end`, the smallest k with n − k² in `losing`, or 0 when there is
 /// none (n is a P-position). `losing` holds at least every P-position below `end`,
 /// sorted; `end` ≤ 2^32.
-pub(super) fn smallest_winning_roots(losing: &[u32], end: u64) -> Box<[u16]> {
+pub(super) fn smallest_winning_roots(losing: &[u64], end: u64) -> Box<[u16]> {
     let mut roots = vec![0u16; end as usize].into_boxed_slice();
-    let below = &losing[..losing.partition_point(|&p| u64::from(p) < end)];
+    let below = &losing[..losing.partition_point(|&p| p < end)];
     for k in (1u64..).take_while(|&k| k * k < end) {
         // k < 2^16 since k² < end ≤ 2^32.
         let root = k as u16;
         for &p in below {
-            let Some(slot) = roots.get_mut((u64::from(p) + k * k) as usize) else { break };
+            let Some(slot) = roots.get_mut((p + k * k) as usize) else { break };
             if *slot == 0 {
                 *slot = root;
             }
@@ -47,12 +44,9 @@ mod tests {
         let losing = losing_positions_below(end);
         let roots = smallest_winning_roots(&losing, end);
         for n in 0..end {
-            let below = &losing[..losing.partition_point(|&p| u64::from(p) < n)];
-            let searched = if losing.binary_search(&(n as u32)).is_ok() {
-                None
-            } else {
-                smallest_winning_take(below, n)
-            };
+            let below = &losing[..losing.partition_point(|&p| p < n)];
+            let searched =
+                if losing.binary_search(&n).is_ok() { None } else { smallest_winning_take(below, n) };
             let root = u64::from(roots[n as usize]);
             assert_eq!((root != 0).then_some(root * root), searched, "n = {n}");
         }
