@@ -5,7 +5,10 @@
 //!   accepting and the kernel's backlog holds newcomers (never an unbounded queue);
 //! - a connection must finish its handshake (TLS, if any) and send the 24-byte HTTP/2
 //!   preface within `handshake_timeout`; handshakes run in their own tasks, so a silent
-//!   peer never holds up the next accept;
+//!   peer never holds up the next accept. With `accept_http1` (gRPC-Web), a connection
+//!   whose first bytes leave the preface is taken as HTTP/1.1 instead, under the same
+//!   deadline, cap and idle timeout (hyper's header-read timeout then bounds the rest
+//!   of each request head); without it, such a connection is closed at once;
 //! - a connection with no call in flight for `idle_timeout` is closed (gRPC's
 //!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
@@ -22,6 +25,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -34,7 +38,7 @@ use tonic::transport::server::TcpConnectInfo;
 use super::admission::{FairShare, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
 use super::log_limit::LogLimiter;
-use super::transport::{Connection, PREFACE};
+use super::transport::{Connection, Opening, PREFACE};
 
 /// First and longest pause after an `accept` error that is not the peer's.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
@@ -50,6 +54,8 @@ pub(crate) struct ConnectionLimits {
     pub(crate) idle_under_pressure: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
+    /// Take connections that do not open with the HTTP/2 preface as HTTP/1.1.
+    pub(crate) accept_http1: bool,
 }
 
 /// Makes the connection's byte stream from an accepted socket: the identity for
@@ -133,15 +139,11 @@ impl<H: Handshake> Incoming<H> {
         self.handshakes.spawn(async move {
             let opened = async {
                 let mut io = handshake.handshake(tcp).await?;
-                let mut preface = [0u8; PREFACE.len()];
-                io.read_exact(&mut preface).await?;
-                match &preface == PREFACE {
-                    true => Ok(io),
-                    false => Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface")),
-                }
+                let opening = read_opening(&mut io, limits.accept_http1).await?;
+                Ok::<_, io::Error>((io, opening))
             };
-            let io = match tokio::time::timeout(limits.handshake_timeout, opened).await {
-                Ok(Ok(io)) => io,
+            let (io, opening) = match tokio::time::timeout(limits.handshake_timeout, opened).await {
+                Ok(Ok(opened)) => opened,
                 Ok(Err(err)) => {
                     tracing::debug!(%peer, %err, "connection closed before its HTTP/2 preface");
                     return None;
@@ -154,7 +156,15 @@ impl<H: Handshake> Incoming<H> {
             let state = Arc::new(ConnectionState::new());
             pressure.register(&state);
             let info = ConnectionInfo { tcp: tcp_info, state };
-            Some(Connection::new(io, info, closing.cancelled_owned(), limits.idle_timeout, pressure, slot))
+            Some(Connection::new(
+                io,
+                opening,
+                info,
+                closing.cancelled_owned(),
+                limits.idle_timeout,
+                pressure,
+                slot,
+            ))
         });
     }
 
@@ -217,6 +227,29 @@ impl<H: Handshake> Stream for Incoming<H> {
     }
 }
 
+/// Reads a connection's first bytes: the HTTP/2 preface in full, or, with `accept_http1`,
+/// as much as it takes to see that they are not the preface (an HTTP/1.1 request's
+/// method differs within its first two bytes). Reading stops there, so a short request
+/// is never waited on for bytes it will not send.
+async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> io::Result<Opening> {
+    let mut read = [0u8; PREFACE.len()];
+    let mut have = 0;
+    while have < read.len() {
+        let n = io.read(&mut read[have..]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n;
+        if read[..have] != PREFACE[..have] {
+            return match accept_http1 {
+                true => Ok(Opening::Http1(Bytes::copy_from_slice(&read[..have]))),
+                false => Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface")),
+            };
+        }
+    }
+    Ok(Opening::Http2)
+}
+
 /// Raises this process's open-file soft limit to its hard limit, so that the connection
 /// cap, not the default 1,024 descriptors, is what bounds connections. Returns the new
 /// soft limit.
@@ -228,5 +261,30 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
     #[cfg(not(unix))]
     {
         Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_preface_is_http2_and_a_request_that_leaves_it_is_http1_when_allowed() {
+        let mut preface = &PREFACE[..];
+        assert!(matches!(read_opening(&mut preface, false).await, Ok(Opening::Http2)));
+        // 'P' could still be the preface: reading goes on, and all that was read is kept.
+        let mut post = (&b"P"[..]).chain(&b"OST /x HTTP/1.1\r\n"[..]);
+        match read_opening(&mut post, true).await {
+            Ok(Opening::Http1(start)) => assert_eq!(&start[..], b"POST /x HTTP/1.1\r\n"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_http1_a_request_or_a_short_preface_is_refused() {
+        let err = read_opening(&mut &b"OPTIONS / HTTP/1.1\r\n"[..], false).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let err = read_opening(&mut &PREFACE[..10], true).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

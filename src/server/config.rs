@@ -163,6 +163,27 @@ pub struct Http2Config {
     /// and compressing small solutions costs more than it saves (docs/performance.md).
     #[arg(long)]
     pub compress_responses: bool,
+    /// Also serve gRPC-Web on this port, for browsers: unary calls (Solve, SolveBatch)
+    /// over HTTP/1.1 or HTTP/2, with CORS for the --grpc-web-origin list.
+    #[arg(long)]
+    pub grpc_web: bool,
+    /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
+    /// https://app.example.com, no path); repeat the flag, or separate with commas, for
+    /// more. Other origins get no CORS grant.
+    #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
+    pub grpc_web_origin: Vec<String>,
+}
+
+/// Checks an origin as CORS compares it: `scheme://host[:port]`, exactly as a browser
+/// sends it in `Origin`, so a trailing slash or a path would never match.
+pub(crate) fn parse_origin(origin: &str) -> Result<String, String> {
+    let well_formed = origin.split_once("://").is_some_and(|(scheme, host)| {
+        !scheme.is_empty() && !host.is_empty() && !host.contains(['/', '?', '#'])
+    }) && origin.parse::<http::Uri>().is_ok();
+    match well_formed {
+        true => Ok(origin.to_owned()),
+        false => Err("an origin is scheme://host[:port], with no path, not even a trailing /".to_owned()),
+    }
 }
 
 impl Default for Http2Config {
@@ -174,6 +195,8 @@ impl Default for Http2Config {
             max_connection_age: Timeout(None),
             max_connection_age_grace: Timeout(None),
             compress_responses: false,
+            grpc_web: false,
+            grpc_web_origin: Vec::new(),
         }
     }
 }
@@ -385,6 +408,28 @@ mod tests {
         assert_eq!(parsed.limits.connection_idle_timeout, Timeout(None));
         let err = parse(&["--handshake-timeout=-1"]).unwrap_err().to_string();
         assert!(err.contains("\"-1\" is not a non-negative number of seconds"), "{err}");
+    }
+
+    #[test]
+    fn grpc_web_origins_repeat_split_and_refuse_paths() {
+        let parsed = parse(&[
+            "--grpc-web",
+            "--grpc-web-origin",
+            "http://localhost:3000",
+            "--grpc-web-origin=https://a.example,https://b.example:8443",
+        ])
+        .unwrap();
+        assert!(parsed.http2.grpc_web);
+        assert_eq!(
+            parsed.http2.grpc_web_origin,
+            ["http://localhost:3000", "https://a.example", "https://b.example:8443"]
+        );
+        for bad in ["http://localhost:3000/", "https://a.example/app", "localhost:3000", "*"] {
+            let err = parse(&["--grpc-web", "--grpc-web-origin", bad]).unwrap_err().to_string();
+            assert!(err.contains("an origin is scheme://host[:port]"), "{bad}: {err}");
+        }
+        let err = parse(&["--grpc-web-origin", "http://localhost:3000"]).unwrap_err().to_string();
+        assert!(err.contains("--grpc-web"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The whole gRPC server as one type: the solver service, health, reflection, limits,
-//! TLS, metrics, connection ageing and the Stone Game IV table's lifecycle.
+//! TLS, metrics, connection ageing, gRPC-Web for browsers (behind `--grpc-web`) and the
+//! Stone Game IV table's lifecycle.
 //!
 //! [`Server::bind`] does everything that can fail (TLS files, the table file, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until
@@ -15,6 +16,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
 use tonic_health::ServingStatus;
+use tower::util::option_layer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::games::{StoneGameIvTable, Tables};
 use crate::iv_table_file::IvTableFileError;
@@ -80,6 +83,14 @@ pub enum ServeError {
     /// The Nim Square table file cannot be used.
     #[error("nim square table: {0}")]
     GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// A `--grpc-web-origin` is not an origin.
+    #[error("--grpc-web-origin {origin}: {reason}")]
+    GrpcWebOrigin {
+        /// The origin as given.
+        origin: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// A server that has bound its ports and loaded its files, ready to [`run`](Server::run).
@@ -93,13 +104,16 @@ pub struct Server {
     iv_table: TableLifecycle<StoneGameIvTable>,
     grundy_table: TableLifecycle<crate::games::GrundyTable>,
     metrics: ServerMetrics,
+    /// CORS for gRPC-Web's origins, with `--grpc-web`.
+    cors: Option<CorsLayer>,
 }
 
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
-    /// them: the TLS files, the table file (loaded now, so that the first call is
-    /// answered from it), then the ports. Nothing is served yet.
+    /// them: the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
+    /// first call is answered from it), then the ports. Nothing is served yet.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+        let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
                 let (tls, loaded) = ReloadableTls::load(settings)?;
@@ -126,7 +140,7 @@ impl Server {
             Some(addr) => Some(bind(addr, " for metrics").await?),
             None => None,
         };
-        Ok(Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics })
+        Ok(Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors })
     }
 
     /// The address the gRPC port is bound to (the port picked for port 0).
@@ -157,16 +171,25 @@ impl Server {
     /// Step 2: serves until `shutdown` resolves, then drains in-flight calls for at
     /// most the shutdown grace, and saves the table if it grew.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-        let Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics } =
+        let Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors } =
             self;
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
         let health = Self::health().await;
-        // Outermost first: the metrics see the limits' refusals and the codes as rewritten
-        // by GrpcCodesLayer. Without --otlp-endpoint there is no call span layer at all.
+        // Outermost first. With --grpc-web, CORS answers a browser's preflight before
+        // anything else (it is no call: neither counted nor limited) and adds its grant to
+        // every answer, refusals included, so that the page can read their status; then
+        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, so that the call span,
+        // the metrics, the limits (framing, inflation, the memory budget) and the codes see
+        // it as any other call (tests/grpc_web.rs checks its metrics). The metrics see the
+        // limits' refusals and the codes as rewritten by GrpcCodesLayer. Without
+        // --otlp-endpoint there is no call span layer at all.
+        let grpc_web = config.http2.grpc_web.then(tonic_web::GrpcWebLayer::new);
         let call_spans = config.observability.otlp_endpoint.as_ref().map(|_| traces::CallSpanLayer);
         let router = Self::transport(&config)
-            .layer(tower::util::option_layer(call_spans))
+            .layer(option_layer(cors))
+            .layer(option_layer(grpc_web))
+            .layer(option_layer(call_spans))
             .layer(metrics::CallMetricsLayer { metrics: metrics.clone() })
             .layer(limits::CallLimitsLayer::new(&config, calls.clone()))
             .layer(grpc_codes::GrpcCodesLayer { request_timeout: config.limits.request_timeout.0 })
@@ -183,7 +206,7 @@ impl Server {
         grundy_table.precompute_in_background(config.grundy_table.precompute);
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));
 
-        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), "serving");
+        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), grpc_web = config.http2.grpc_web, "serving");
         let incoming = Self::incoming(&config, listener, tls, metrics, stopping.clone());
         let server = router.serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
 
@@ -246,10 +269,42 @@ impl Server {
         }
     }
 
-    /// tonic's HTTP/2 settings.
+    /// CORS for gRPC-Web: the listed origins may POST calls and read their status and
+    /// details; `None` without `--grpc-web`.
+    fn cors(http2: &config::Http2Config) -> Result<Option<CorsLayer>, ServeError> {
+        if !http2.grpc_web {
+            return Ok(None);
+        }
+        let origins = http2.grpc_web_origin.iter().map(|origin| {
+            config::parse_origin(origin)
+                .and_then(|origin| http::HeaderValue::try_from(origin).map_err(|err| err.to_string()))
+                .map_err(|reason| ServeError::GrpcWebOrigin { origin: origin.clone(), reason })
+        });
+        let names = |names: &[&'static str]| {
+            names.iter().copied().map(http::HeaderName::from_static).collect::<Vec<_>>()
+        };
+        let cors = CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins.collect::<Result<Vec<_>, _>>()?))
+            .allow_methods([http::Method::POST, http::Method::OPTIONS])
+            // What gRPC-Web clients send (grpc-web's and Connect's); the compression headers
+            // for clients that compress, as the server accepts gzip and zstd.
+            .allow_headers(names(&[
+                "content-type",
+                "x-grpc-web",
+                "x-user-agent",
+                "grpc-timeout",
+                "grpc-encoding",
+                "grpc-accept-encoding",
+            ]))
+            .expose_headers(names(&["grpc-status", "grpc-message", "grpc-status-details-bin"]));
+        Ok(Some(cors))
+    }
+
+    /// tonic's HTTP/2 settings, and HTTP/1.1 for gRPC-Web.
     fn transport(config: &ServerConfig) -> tonic::transport::Server {
         let http2 = &config.http2;
         let builder = tonic::transport::Server::builder()
+            .accept_http1(http2.grpc_web)
             .max_concurrent_streams(http2.max_concurrent_streams)
             .initial_stream_window_size(http2.http2_stream_window)
             .initial_connection_window_size(http2.http2_connection_window)
@@ -281,6 +336,7 @@ impl Server {
             idle_under_pressure: config.limits.idle_under_pressure.0,
             handshake_timeout: config.limits.handshake_timeout.0,
             idle_timeout: config.limits.connection_idle_timeout.0,
+            accept_http1: http2.grpc_web,
         };
         let handshake = connections::Accept { tls, forced_close_after, metrics };
         accept::Incoming::new(listener, limits, stopping, handshake)

@@ -16,6 +16,11 @@
 //! 31-bit stream id) is fixed by RFC 9113; `tests/transport_frames.rs` checks against
 //! the h2 crate hyper uses that the GOAWAY written here is one a peer decodes, so an
 //! upgrade that changes what hyper writes or reads shows up there.
+//!
+//! With gRPC-Web on, a connection may speak HTTP/1.1 instead ([`Opening::Http1`]): its
+//! first bytes are replayed the same way, but there are no frames to follow and no
+//! GOAWAY to write; closing only ends the input, and hyper closes an HTTP/1.1
+//! connection whose input ends between requests.
 
 use std::future::Future;
 use std::io;
@@ -24,6 +29,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
@@ -34,11 +40,32 @@ use super::connection_state::{ConnectionInfo, Pressure, Slot};
 /// The bytes every HTTP/2 client sends first (RFC 9113, section 3.4).
 pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// A connection that has sent its preface: `IO` plus the preface to replay, the slot it
-/// holds under the connection cap, and what closes it.
+/// What a connection speaks, as its first bytes told the accept loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// HTTP/2: frames are followed and closing writes a GOAWAY.
+    Http2,
+    /// HTTP/1.1 (gRPC-Web and CORS from browsers): closing only ends the input.
+    Http1,
+}
+
+/// What the accept loop read of a connection before handing it on.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// The HTTP/2 preface, in full.
+    Http2,
+    /// The first bytes of an HTTP/1.1 request, up to where they left the preface.
+    Http1(Bytes),
+}
+
+/// A connection whose first bytes have been read: `IO` plus those bytes to replay, the
+/// slot it holds under the connection cap, and what closes it.
 pub(crate) struct Connection<IO> {
     io: IO,
-    preface: &'static [u8],
+    mode: Mode,
+    /// What the accept loop read and hyper has yet to: the preface, or the start of an
+    /// HTTP/1.1 request.
+    replay: Bytes,
     info: ConnectionInfo,
     closing: Pin<Box<WaitForCancellationFutureOwned>>,
     shutting_down: bool,
@@ -96,19 +123,26 @@ impl FrameCursor {
 }
 
 impl<IO> Connection<IO> {
-    /// Wraps `io`, whose preface has been read, holding `slot` until it closes: it closes
-    /// once `closing` fires and its work is done, or after `idle_timeout` with no call.
+    /// Wraps `io`, whose `opening` has been read, holding `slot` until it closes: it
+    /// closes once `closing` fires and its work is done, or after `idle_timeout` with no
+    /// call.
     pub(crate) fn new(
         io: IO,
+        opening: Opening,
         info: ConnectionInfo,
         closing: WaitForCancellationFutureOwned,
         idle_timeout: Option<Duration>,
         pressure: Arc<Pressure>,
         slot: Slot,
     ) -> Self {
+        let (mode, replay) = match opening {
+            Opening::Http2 => (Mode::Http2, Bytes::from_static(PREFACE)),
+            Opening::Http1(start) => (Mode::Http1, start),
+        };
         Connection {
             io,
-            preface: PREFACE,
+            mode,
+            replay,
             info,
             closing: Box::pin(closing),
             shutting_down: false,
@@ -186,17 +220,24 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Connection<IO> {
         let this = &mut *self;
         if this.closed || this.must_close(cx) {
             this.closed = true;
-            // End of input once the GOAWAY is out: hyper flushes what it has and closes.
-            return this.poll_goaway(cx).map(Ok);
+            // End of input once the GOAWAY (HTTP/2 only) is out: hyper flushes what it
+            // has and closes.
+            return match this.mode {
+                Mode::Http2 => this.poll_goaway(cx).map(Ok),
+                Mode::Http1 => Poll::Ready(Ok(())),
+            };
         }
-        if !this.preface.is_empty() {
-            let n = this.preface.len().min(buf.remaining());
-            buf.put_slice(&this.preface[..n]);
-            this.preface = &this.preface[n..];
+        if this.replay.has_remaining() {
+            let n = this.replay.len().min(buf.remaining());
+            buf.put_slice(&this.replay[..n]);
+            this.replay.advance(n);
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         let result = Pin::new(&mut this.io).poll_read(cx, buf);
+        if this.mode == Mode::Http1 {
+            return result;
+        }
         let last_stream = &mut this.last_stream;
         this.received.feed(&buf.filled()[before..], |kind, stream| {
             if kind == 1 {
@@ -222,7 +263,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
         let this = &mut *self;
         std::task::ready!(this.poll_pending_goaway(cx));
         let written = std::task::ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
-        this.sent.feed(&buf[..written], |_, _| {});
+        if this.mode == Mode::Http2 {
+            this.sent.feed(&buf[..written], |_, _| {});
+        }
         Poll::Ready(Ok(written))
     }
 
@@ -234,6 +277,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
         let this = &mut *self;
         std::task::ready!(this.poll_pending_goaway(cx));
         let written = std::task::ready!(Pin::new(&mut this.io).poll_write_vectored(cx, bufs))?;
+        if this.mode == Mode::Http1 {
+            return Poll::Ready(Ok(written));
+        }
         let mut left = written;
         for buf in bufs {
             let n = left.min(buf.len());
