@@ -63,6 +63,7 @@ fn main() -> std::io::Result<()> {
         id: id.into(),
         alice_wins: game.is_some(),
         winner: if game.is_some() { pb::Winner::Alice } else { pb::Winner::Bob } as i32,
+        nim_value: matches!(game, Some(M::NimSquare(_))).then_some(52),
         winning_move: game.map(|game| pb::Move { game: Some(game) }),
         error: error.map(Box::new),
     };
@@ -76,6 +77,7 @@ fn main() -> std::io::Result<()> {
         answer("s", Some(M::SumGame(pb::SumGameMove { index: 3, digit: 9 })), None),
         answer("x", Some(M::StoneGameIx(pb::StoneGameIxMove { index: 1 })), None),
         answer("v", Some(M::StoneGameIv(pb::StoneGameIvMove { take: 961 })), None),
+        answer("n", Some(M::NimSquare(pb::NimSquareMove { pile: 2, take: 14_400 })), None),
         answer("b", None, None),
         answer("e", None, Some(error)),
     ];
