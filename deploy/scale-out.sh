@@ -141,6 +141,8 @@ done
 kill -0 "$client_pid" 2>/dev/null || fail "the run ended before a replica could be killed; use a larger --count"
 [ "$killed_share" -gt 0 ] || fail "replica $victim answered nothing"
 kill -9 "${replica_pid[$victim]}"
+# Reaped here, with bash's own "Killed" notice for the job kept out of the output.
+{ wait "${replica_pid[$victim]}"; } 2>/dev/null || true
 echo "killed replica $victim (pid ${replica_pid[$victim]}) after it had answered $killed_share problems"
 
 client_status=0
