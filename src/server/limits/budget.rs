@@ -85,6 +85,10 @@ impl Budgeted {
     }
 
     /// Moves the body on with what is buffered; `Some` is a frame for tonic.
+    ///
+    /// One match over the phases, each arm one transition of the state machine drawn in
+    /// [`Phase`]: it is longer than most functions here because splitting the arms apart
+    /// would scatter the machine across functions that each need all of `self`.
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Status>>> {
         loop {
             match &mut self.phase {
