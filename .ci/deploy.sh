@@ -124,7 +124,7 @@ build() {
 
 # --- running the image's filesystem -----------------------------------------------------
 # The server as a container runtime would start it, from the image's exported root:
-# read-only, a fresh tmpfs at each volume mount, the image's numeric user, only the given
+# read-only, /proc mounted, a fresh tmpfs at each volume mount, the image's numeric user, only the given
 # environment, and (with NET=private) a network namespace of its own holding just a
 # loopback, so 0.0.0.0 is reachable from nothing else. Other tools join that namespace
 # with `in_net PID`. Usage: NET=private|host USER MOUNTS ENV ARGS PIDFILE [-- ARG...],
@@ -141,8 +141,11 @@ run_in_image() {
         shift 8
         [[ $net == private ]] && ip link set lo up
         while read -r mount; do mkdir -p "$rootfs$mount"; done <"$mounts"
+        # /proc, as every container runtime mounts it (the process metrics read it).
+        mkdir -p "$rootfs/proc"
         mount --bind "$rootfs" "$rootfs"
         mount -o remount,bind,ro "$rootfs"
+        mount --rbind /proc "$rootfs/proc"
         while read -r mount; do
             mount -t tmpfs -o "mode=0750,uid=${user%:*},gid=${user#*:}" tmpfs "$rootfs$mount"
         done <"$mounts"
