@@ -29,12 +29,15 @@ trap 'rm -rf "$bin"' EXIT
 cp "$gobin/server" "$bin/toxiproxy-server"
 cp "$gobin/cli" "$bin/toxiproxy-cli"
 
+# The same pins as .ci/interop.sh: the versions the package's stubs were generated for.
 venv="$target/faults-venv"
-if ! "$venv/bin/python" -c "import grpc, grpc_tools" 2>/dev/null; then
-    log "python venv (grpcio, grpcio-tools)"
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('grpcio') != '1.85.1' or m.version('protobuf') != '7.36.2')" 2>/dev/null; then
+    log "python venv (grpcio, protobuf)"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet grpcio grpcio-tools protobuf
+    "$venv/bin/pip" install --quiet "grpcio==1.85.1" "grpcio-status==1.85.1" "protobuf==7.36.2"
 fi
+"$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
 
 # GAMESOLVER_RELEASE_DIR: release binaries already built (.ci/run hands over the static
 # ones .ci/deploy.sh built, so that CI makes one release build, not two).
