@@ -472,14 +472,6 @@ fn fatal_errors_exit_two_with_a_message() {
     assert!(stderr.contains("is the input file"), "{stderr}");
     assert!(std::fs::read(&input).unwrap() == before, "the input is untouched");
 
-    // A port that nobody listens on: the server is given up on after --retry-for.
-    let dead = ServerProcess::start("127.0.0.1:0", &[]).kill();
-    let url = format!("http://{dead}");
-    let (status, stderr) =
-        client(&["solve", path_str(&input), "-o", path_str(&output), "--server", &url, "--retry-for", "0.5"]);
-    assert_eq!(status.code(), Some(2));
-    assert!(stderr.contains(&dead.to_string()), "{stderr}");
-
     // An output longer than the input is not this input's output.
     let (status, stderr) = client(&["solve", path_str(&input), "-o", path_str(&output)]);
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -494,6 +486,23 @@ fn fatal_errors_exit_two_with_a_message() {
     let (status, stderr) = client(&["solve", path_str(&input), "--server", "ftp://127.0.0.1:1"]);
     assert_eq!(status.code(), Some(2));
     assert!(stderr.contains("unsupported scheme \"ftp\": use https:// (TLS) or http://"), "{stderr}");
+}
+
+/// Every server given up on is an unfinished run, not a wrong request: exit 1, as for lines
+/// with errors, with the server and its last error named.
+#[test]
+fn a_server_given_up_on_exits_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    generate(&input, 100, 6);
+    // A port that nobody listens on: the server is given up on after --retry-for.
+    let dead = ServerProcess::start("127.0.0.1:0", &[]).kill();
+    let url = format!("http://{dead}");
+    let (status, stderr) =
+        client(&["solve", path_str(&input), "-o", path_str(&output), "--server", &url, "--retry-for", "0.5"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("server {url} failed for")), "{stderr}");
+    assert!(stderr.contains("without answering (last error: cannot connect"), "{stderr}");
 }
 
 #[test]

@@ -21,7 +21,9 @@ use tonic::{Code, Request, Response, Status, Streaming};
 mod common;
 
 /// Answers `answered` batches of each of its first `broken_calls` calls, then fails the
-/// call with `code`; later calls are answered in full.
+/// call with `code`, or with `Code::Ok` goes silent (a black hole: the call and the
+/// connection stay open, keepalive pings are answered, no answer comes); later calls are
+/// answered in full.
 struct Flaky {
     solver: Arc<Solver>,
     calls: Arc<AtomicUsize>,
@@ -67,6 +69,10 @@ impl GameSolverService for Flaky {
             let mut batches = request.into_inner();
             let mut count = 0;
             while let Ok(Some(batch)) = batches.message().await {
+                if broken && count == answered && code == Code::Ok {
+                    // The task, and with it the call, lives on without a word.
+                    std::future::pending::<()>().await;
+                }
                 if broken && count == answered {
                     // The client has its window full by now: those batches die with the call.
                     let _ = answers.send(Err(Status::new(code, "flaky test server breaks the call"))).await;
@@ -167,6 +173,29 @@ async fn a_permanent_error_is_fatal_and_leaves_a_resumable_prefix() {
     assert_eq!(written.lines().count(), 500, "the 5 answered batches of 100 are kept");
 
     // The same server answers the next call in full: resuming finishes the job.
+    let summary = client::solve(SolveConfig { resume: true, ..config(dir.path(), vec![url]) }).await.unwrap();
+    assert_eq!((summary.resumed, summary.problems), (500, 4_500));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+/// A server that stops answering while keeping its connection healthy is given up on after
+/// `--retry-for` without an answer, as a failing one is; keepalive alone would never see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_is_given_up_on_and_leaves_a_resumable_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 16);
+    let url = serve(1, 5, Code::Ok).await;
+    let silent = SolveConfig { retry_for: Duration::from_secs(1), ..config(dir.path(), vec![url.clone()]) };
+    // Only a guard against a hang, far above the 1 s being tested.
+    let err = tokio::time::timeout(Duration::from_secs(120), client::solve(silent))
+        .await
+        .expect("the client waits for a silent server for ever")
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Connection(client::ConnectionError::Unreachable { .. })), "{err}");
+    assert!(err.to_string().contains("no answer for 1.0s with batches in flight"), "{err}");
+    let written = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+    assert_eq!(written.lines().count(), 500, "the 5 answered batches of 100 are kept");
+
     let summary = client::solve(SolveConfig { resume: true, ..config(dir.path(), vec![url]) }).await.unwrap();
     assert_eq!((summary.resumed, summary.problems), (500, 4_500));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
 use gamesolver::client::{
-    self, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig, TlsFiles,
+    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig, TlsFiles,
 };
 use gamesolver::seconds::Seconds;
 use gamesolver::server::{Server, ServerConfig};
@@ -80,7 +80,8 @@ struct SolveArgs {
     /// PEM private key of --client-cert.
     #[arg(long, value_name = "PEM", requires = "client_cert")]
     client_key: Option<PathBuf>,
-    /// Seconds a server may keep failing without answering before it is given up on.
+    /// Seconds a server may keep failing, or stay silent with batches in flight, without
+    /// answering before it is given up on (exit 1; --resume completes the output).
     #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
     retry_for: f64,
     /// Problems per batch, at most.
@@ -184,6 +185,18 @@ fn output_closed(err: &anyhow::Error) -> bool {
     })
 }
 
+/// True when every server was given up on after `--retry-for` without an answer: the run
+/// is unfinished rather than wrongly asked for, so it exits 1, as a run with unsolved
+/// lines does, and `--resume` completes it once a server answers again.
+fn servers_gave_up(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<ClientError>(),
+            Some(ClientError::Connection(ConnectionError::Unreachable { .. }))
+        )
+    })
+}
+
 /// mimalloc instead of glibc malloc: less CPU on the bulk path (`bench/client.sh`; see `allocator`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -213,7 +226,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         eprintln!("gamesolver-client: {err:#}");
-        ExitCode::from(2)
+        ExitCode::from(if servers_gave_up(&err) { 1 } else { 2 })
     })
 }
 

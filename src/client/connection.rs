@@ -32,6 +32,11 @@ const SOLVE_BATCH_STREAM: &str = "SolveBatchStream";
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// The shortest silence, with batches in flight, that counts as a failure, so that
+/// `--retry-for 0` (give up at the first failure) does not turn every answer slower
+/// than an instant into one.
+const MIN_SILENCE: Duration = Duration::from_secs(1);
+
 /// How one server is talked to.
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
@@ -203,6 +208,9 @@ enum Failure {
     Connect(tonic::transport::Error),
     Status(Status),
     EndedEarly,
+    /// Batches were outstanding and nothing came back for the whole retry period: a
+    /// black hole, which keepalive would only notice later.
+    Silent(Duration),
     WriterGone,
 }
 
@@ -220,6 +228,7 @@ impl Failure {
                 text
             }
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
+            Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
             Failure::WriterGone => "output writer stopped".to_owned(),
         }
     }
@@ -262,17 +271,29 @@ fn is_permanent(code: Code) -> bool {
 /// A TLS failure that no retry can fix: the server's certificate is not trusted or not
 /// for this name, or the server refused ours. rustls's error sits inside an `io::Error`
 /// somewhere in the chain, where `source()` does not reach (`get_ref` does).
-fn is_certificate_failure(err: &tonic::transport::Error) -> bool {
+///
+/// With TLS 1.3 the server refuses a client certificate with an alert after the client's
+/// side of the handshake, so the refusal fails the call, not the connection; by then h2
+/// has copied the I/O error into a new one that keeps only its kind and text, so
+/// rustls's text for a received alert is all there is to recognise.
+fn is_certificate_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     use tokio_rustls::rustls::Error as Tls;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    let mut cause = Some(err);
     while let Some(err) = cause {
-        let inner = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        let io = err.downcast_ref::<std::io::Error>();
+        let inner = io.and_then(|io| io.get_ref());
         let tls = err.downcast_ref::<Tls>().or_else(|| inner.and_then(|inner| inner.downcast_ref::<Tls>()));
         if let Some(tls) = tls {
             return matches!(
                 tls,
                 Tls::InvalidCertificate(_) | Tls::NoCertificatesPresented | Tls::AlertReceived(_)
             );
+        }
+        if io.is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::InvalidData
+                && io.to_string().starts_with("received fatal alert: ")
+        }) {
+            return true;
         }
         cause = err.source();
     }
@@ -317,12 +338,17 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
         Failure::Connect(err) if is_certificate_failure(err) => {
             Some(ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
         }
+        Failure::Status(status) if is_certificate_failure(status) => {
+            Some(ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
+        }
         _ => None,
     }
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
-/// Reconnects with backoff after failures; gives up after `retry_for` without an answer.
+/// Reconnects with backoff after failures; gives up after `retry_for` without an answer,
+/// counted from the last answer (or the first batch sent after it), so that a connection
+/// that goes silent is given up on as promptly as one that fails.
 pub async fn run(
     server: Server,
     queue: Arc<WorkQueue>,
@@ -337,7 +363,9 @@ pub async fn run(
     let mut checked_for_tls = server.is_tls();
     loop {
         let mut answered = false;
-        let attempt = attempt(&server, &queue, &writer, &config, &mut window, &mut answered).await;
+        let mut waiting_since = None;
+        let attempt =
+            attempt(&server, &queue, &writer, &config, &mut window, &mut answered, &mut waiting_since).await;
         // Whatever was sent and not answered goes to whichever connection is free first.
         let unanswered = window.len();
         queue.resend(window.drain(..));
@@ -363,7 +391,7 @@ pub async fn run(
                 return Err(ConnectionError::SpeaksTls { url: server.url.clone(), https });
             }
         }
-        let since = *failing_since.get_or_insert_with(Instant::now);
+        let since = *failing_since.get_or_insert_with(|| waiting_since.unwrap_or_else(Instant::now));
         if since.elapsed() >= config.retry_for {
             return Err(ConnectionError::Unreachable {
                 url: server.url.clone(),
@@ -384,7 +412,9 @@ pub async fn run(
     }
 }
 
-/// One connection and one call; `window` holds the batches sent and not yet answered.
+/// One connection and one call; `window` holds the batches sent and not yet answered, and
+/// `waiting_since` when the oldest wait for an answer began (the last answer, or the send
+/// into an empty window).
 async fn attempt(
     server: &Server,
     queue: &WorkQueue,
@@ -392,6 +422,7 @@ async fn attempt(
     config: &ConnectionConfig,
     window: &mut VecDeque<Batch>,
     answered: &mut bool,
+    waiting_since: &mut Option<Instant>,
 ) -> Result<(), Failure> {
     let channel = tokio::select! {
         connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
@@ -412,18 +443,22 @@ async fn attempt(
     let mut sender = Some(sender);
     send(&sender, &first);
     window.push_back(first);
+    *waiting_since = Some(Instant::now());
     let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
     let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
     let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
     let mut answers = call.await.map_err(Failure::Status)?.into_inner();
 
     loop {
+        let silence = config.retry_for.max(MIN_SILENCE);
+        let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
             biased;
             answer = answers.message() => match answer {
                 Ok(Some(solutions)) => {
                     let batch = window.pop_front().ok_or(Failure::EndedEarly)?;
                     *answered = true;
+                    *waiting_since = (!window.is_empty()).then(Instant::now);
                     writer
                         .send(ToWriter::Answered(Answered { batch, solutions }))
                         .map_err(|_| Failure::WriterGone)?;
@@ -436,10 +471,14 @@ async fn attempt(
                 Some(batch) => {
                     send(&sender, &batch);
                     window.push_back(batch);
+                    waiting_since.get_or_insert_with(Instant::now);
                 }
                 // The run is complete: half-close, and the server ends the call.
                 None => sender = None,
             },
+            () = tokio::time::sleep_until(silent_until.unwrap_or_else(tokio::time::Instant::now)), if silent_until.is_some() => {
+                return Err(Failure::Silent(silence));
+            }
         }
     }
 }
