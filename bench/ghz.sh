@@ -48,30 +48,6 @@ done
 
 log() { echo "ghz.sh: $*" >&2; }
 
-# --- ghz ------------------------------------------------------------------------------
-ghz_version=${GHZ_VERSION:-v0.121.0}
-
-# Prints the path of a ghz built from github.com/bojand/ghz at $ghz_version, installing it
-# into target/tools/bin (or $GOBIN) when no such binary is found.
-ensure_ghz() {
-    local candidate
-    for candidate in "${GHZ:-}" "${GOBIN:-$target/tools/bin}/ghz" "$(command -v ghz || true)" \
-        "$(go env GOPATH 2>/dev/null)/bin/ghz"; do
-        [[ -n $candidate && -x $candidate ]] || continue
-        # `ghz --version` says "dev" for `go install` builds; the module version is in the binary.
-        if [[ -n ${GHZ:-} ]] || go version -m "$candidate" 2>/dev/null | grep -q "mod.*github.com/bojand/ghz.*$ghz_version"; then
-            echo "$candidate"
-            return
-        fi
-    done
-    command -v go >/dev/null || { log "ghz is missing and so is go to install it"; return 1; }
-    local gobin=${GOBIN:-$target/tools/bin}
-    log "installing ghz $ghz_version into $gobin"
-    mkdir -p "$gobin"
-    GOBIN=$gobin go install "github.com/bojand/ghz/cmd/ghz@$ghz_version" >&2
-    echo "$gobin/ghz"
-}
-
 # --- server ---------------------------------------------------------------------------
 server_pid=
 server_addr=
@@ -181,7 +157,8 @@ sample_answers() {
 
 # --- main -----------------------------------------------------------------------------
 mkdir -p "$work/reports"
-ghz=$(ensure_ghz)
+ghz=$("$bench/ghz-install.sh")
+ghz_version=$("$bench/ghz-install.sh" --version)
 log "ghz: $ghz"
 if [[ -n ${SERVER_BIN:-} ]]; then
     server_bin=$SERVER_BIN   # an A/B run against a binary built elsewhere

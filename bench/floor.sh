@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Unary calls against the stack's floor (bench/floor.py): Solve and the health check on
+# the release server and on the bare one (examples/bare_server.rs), interleaved, with the
+# medians and ratios docs/performance.md quotes.
+#
+# Usage: bench/floor.sh [--rounds 3] [--seconds 5] [--concurrency 50] [--connections 4]
+#                       [--server-args "FLAGS"]
+# Environment: CARGO_TARGET_DIR; SERVER_BIN and BARE_BIN (binaries built elsewhere, for
+# A/B runs of two commits); GHZ, GHZ_VERSION, GOBIN (see ghz-install.sh).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+if [[ -z ${SERVER_BIN:-} || -z ${BARE_BIN:-} ]]; then
+    echo "floor.sh: building the release server and examples/bare_server.rs" >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin gamesolver-server --example bare_server
+fi
+ghz=$("$root/bench/ghz-install.sh")
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores shared by ghz and the servers; ghz $("$root/bench/ghz-install.sh" --version)"
+exec python3 "$root/bench/floor.py" --server-bin "${SERVER_BIN:-$target/release/gamesolver-server}" \
+    --bare-bin "${BARE_BIN:-$target/release/examples/bare_server}" --ghz "$ghz" \
+    --health-data "$root/bench/data/health.json" "$@"
