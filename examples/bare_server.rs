@@ -1,6 +1,7 @@
 //! The solver service on a plain `tonic::transport::Server`, with none of the production
 //! layers: no limits, request-memory budget, metrics, status rewriting, admission, idle
-//! closing or TLS. It exists to be measured beside `gamesolver-server` (`bench/floor.sh`),
+//! closing or TLS. It mounts the same services (the solver, health, reflection, which
+//! ghz needs to find the methods), so that routing is alike. It exists to be measured beside `gamesolver-server` (`bench/floor.sh`),
 //! so that the docs can say what the production layers cost a call; never deploy it.
 //!
 //! `cargo run --release --example bare_server [-- ADDR]` (default `127.0.0.1:0`) prints
@@ -29,9 +30,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
     reporter.set_service_status("", ServingStatus::Serving).await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(gamesolver::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
     println!("listening on {}", listener.local_addr()?);
     tonic::transport::Server::builder()
         .add_service(health)
+        .add_service(reflection)
         .add_service(GameSolverServiceServer::new(GameSolverService::new(solver)))
         // As the real server's accept loop does: small answers go out at once.
         .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
