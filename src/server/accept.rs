@@ -8,7 +8,8 @@
 //!   peer never holds up the next accept. With `accept_http1` (gRPC-Web), a connection
 //!   whose first bytes leave the preface is taken as HTTP/1.1 instead, under the same
 //!   deadline, cap and idle timeout (hyper's header-read timeout then bounds the rest
-//!   of each request head); without it, such a connection is closed at once;
+//!   of each request head); without it, such a connection is closed at once, with an
+//!   orderly end of stream rather than a reset;
 //! - a connection with no call in flight for `idle_timeout` is closed (gRPC's
 //!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
@@ -27,7 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -42,6 +43,11 @@ use super::transport::{Connection, Opening, PREFACE};
 
 /// First and longest pause after an `accept` error that is not the peer's.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
+/// How much of a refused connection's input is read and dropped before it is closed,
+/// in bytes and in time: enough for a request head sent to the wrong port (see
+/// [`close_refused`]).
+const REFUSED_DRAIN: (usize, Duration) = (16 * 1024, Duration::from_secs(1));
 
 /// Connections accepted in one poll before the loop lets other tasks run.
 const ACCEPTS_PER_POLL: usize = 64;
@@ -139,8 +145,15 @@ impl<H: Handshake> Incoming<H> {
         self.handshakes.spawn(async move {
             let opened = async {
                 let mut io = handshake.handshake(tcp).await?;
-                let opening = read_opening(&mut io, limits.accept_http1).await?;
-                Ok::<_, io::Error>((io, opening))
+                match read_opening(&mut io, limits.accept_http1).await {
+                    Ok(opening) => Ok((io, opening)),
+                    Err(err) => {
+                        if err.kind() == io::ErrorKind::InvalidData {
+                            close_refused(&mut io).await;
+                        }
+                        Err(err)
+                    }
+                }
             };
             let (io, opening) = match tokio::time::timeout(limits.handshake_timeout, opened).await {
                 Ok(Ok(opened)) => opened,
@@ -248,6 +261,29 @@ async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> 
         }
     }
     Ok(Opening::Http2)
+}
+
+/// Closes a connection whose opening was refused with an orderly end of stream (after
+/// TLS's close_notify, if any), not a reset: a socket dropped with input unread makes the
+/// kernel send an RST, which the peer reads as "connection reset" rather than the close
+/// RFC 9113 (section 3.4) asks for (`tests/transport_frames.rs` checks it). So the write
+/// side is shut first and what the peer still sends is read and dropped, within
+/// [`REFUSED_DRAIN`]; a peer that sends more, or for longer, is reset as before, and holds
+/// its slot no longer than a slow handshake could (the handshake deadline bounds this too).
+async fn close_refused(io: &mut (impl AsyncRead + AsyncWrite + Unpin)) {
+    let drain = async {
+        io.shutdown().await?;
+        let mut sink = [0u8; 1024];
+        let mut left = REFUSED_DRAIN.0;
+        while left > 0 {
+            match io.read(&mut sink).await? {
+                0 => break,
+                n => left = left.saturating_sub(n),
+            }
+        }
+        Ok::<_, io::Error>(())
+    };
+    let _ = tokio::time::timeout(REFUSED_DRAIN.1, drain).await;
 }
 
 /// Raises this process's open-file soft limit to its hard limit, so that the connection
