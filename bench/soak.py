@@ -79,9 +79,20 @@ def solve_request_prefix(pid, num_len):
 
 def gzip_of_ones(pid, num_len, path):
     """A gzip'd SolveRequest whose Sum Game is num_len '1's, built in chunks, cached."""
+    return compressed_ones(pid, num_len, path, zlib.compressobj(9, zlib.DEFLATED, 31))
+
+
+def zstd_of_ones(pid, num_len, path):
+    """The same request compressed with zstd (level 19, whose window the server accepts)."""
+    import zstandard
+    return compressed_ones(pid, num_len, path, zstandard.ZstdCompressor(level=19).compressobj())
+
+
+def compressed_ones(pid, num_len, path, z):
+    """A SolveRequest whose Sum Game is num_len '1's, through the compressor `z` in
+    chunks, cached in `path`."""
     if os.path.exists(path):
         return open(path, "rb").read()
-    z = zlib.compressobj(9, zlib.DEFLATED, 31)
     parts = [z.compress(solve_request_prefix(pid, num_len))]
     chunk = b"1" * MIB
     left = num_len
@@ -185,12 +196,12 @@ class H2:
         if data:
             self.sock.sendall(data)
 
-    def open_call(self, method, compressed=False):
+    def open_call(self, method, compressed=False, encoding="gzip"):
         sid = self.conn.get_next_available_stream_id()
         headers = [(":method", "POST"), (":scheme", "http"), (":path", SERVICE + method), (":authority", "x"),
                    ("content-type", "application/grpc"), ("te", "trailers")]
         if compressed:
-            headers.append(("grpc-encoding", "gzip"))
+            headers.append(("grpc-encoding", encoding))
         self.conn.send_headers(sid, headers)
         return sid
 
@@ -370,16 +381,17 @@ def probe_gzip_bomb(server):
     check(after - before < 32 * MIB, "memory comes back after the bomb")
 
 
-def probe_parallel_inflation(server):
-    print("48 gzip requests of ~58 KB that each inflate to 60 MB, in parallel", flush=True)
+def probe_parallel_inflation(server, encoding):
+    print(f"48 {encoding} requests that each inflate to 60 MB, in parallel", flush=True)
     before = server.rss()
-    body = gzip_of_ones("big", 60_000_000, os.path.join(WORK, "ones-60m.gz"))
+    make = {"gzip": gzip_of_ones, "zstd": zstd_of_ones}[encoding]
+    body = make("big", 60_000_000, os.path.join(WORK, f"ones-60m.{encoding}"))
     print(f"        compressed size {len(body) / 1024:.0f} KB", flush=True)
     results = []
 
     def call():
         c = H2(server)
-        sid = c.open_call("Solve", compressed=True)
+        sid = c.open_call("Solve", compressed=True, encoding=encoding)
         c.send(sid, grpc_frame(body, compressed=True))
         results.append(c.wait_statuses([sid], 60)[sid])
         c.sock.close()
@@ -399,7 +411,7 @@ def probe_parallel_inflation(server):
     check(ok + shed == 48, f"{ok} answered, {shed} refused RESOURCE_EXHAUSTED (budget in use or the client's share); nothing else")
     check(bystander[0] is not None, f"a bystander's health check took {bystander[0] and round(bystander[0], 3)} s")
     time.sleep(3)
-    report("parallel inflation", server, before)
+    report(f"parallel {encoding} inflation", server, before)
     check(server.hwm() - before < 400 * MIB, "peak stays near the request-byte budget")
 
 
@@ -516,7 +528,8 @@ def main():
         probe_ping_only(server)
         probe_silent_streams(server)
         probe_gzip_bomb(server)
-        probe_parallel_inflation(server)
+        probe_parallel_inflation(server, "gzip")
+        probe_parallel_inflation(server, "zstd")
         probe_rapid_reset(server)
         mixed_load(server)
         time.sleep(2)

@@ -2,15 +2,15 @@
 # Soak test of the server's bounds (bench/soak.py): a release server on loopback, the
 # hardening issue's hostile probes, then a mixed load with clients killed at random.
 # Bounded in time (about 3 minutes after the build); fails when a bound is exceeded or an
-# answer is wrong. Installs its own venv (grpcio, h2). `--short` (CI, .ci/soak.sh) runs
+# answer is wrong. Installs its own venv (grpcio, h2, zstandard). `--short` (CI, .ci/soak.sh) runs
 # every probe and check with shorter timed phases: about 90 s.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/soak-venv"
-if ! "$venv/bin/python" -c "import grpc, h2" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import grpc, h2, zstandard" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet grpcio h2
+  "$venv/bin/pip" install --quiet grpcio h2 zstandard
 fi
 # GAMESOLVER_RELEASE_DIR: a release build already made (CI hands over its static one).
 release="${GAMESOLVER_RELEASE_DIR:-$target/release}"
