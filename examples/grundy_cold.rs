@@ -13,6 +13,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use gamesolver::games::nim_square::{baseline, GrundyTable};
+use measure::{median, usage};
+
+#[path = "common/measure.rs"]
+mod measure;
 
 const CHILD_N: &str = "GRUNDY_COLD_N";
 const CHILD_VARIANT: &str = "GRUNDY_COLD_VARIANT";
@@ -135,11 +139,6 @@ fn run_child(end: u64, variant: Variant) -> Row {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Computes the value of every pile below `end` from cold with `variant`.
 fn child(end: u64, variant: Variant) {
     let (started, cpu_before) = (Instant::now(), usage());
@@ -165,27 +164,4 @@ fn child(end: u64, variant: Variant) {
         cpu_after.peak_rss_mib
     );
     println!("digest {}", xxhash_rust::xxh3::xxh3_64(&bytes));
-}
-
-/// This process's resource use so far.
-struct Usage {
-    /// User + system CPU time of every thread.
-    cpu_seconds: f64,
-    /// Peak resident memory.
-    peak_rss_mib: f64,
-}
-
-fn usage() -> Usage {
-    // SAFETY: getrusage only writes the struct it is given, which is plain data.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0, "getrusage");
-        usage
-    };
-    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 * 1e-6;
-    Usage {
-        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        // Linux reports kibibytes.
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
-    }
 }

@@ -25,6 +25,10 @@ use std::time::Instant;
 use gamesolver::games::stone_game_iv::{baseline, smallest_winning_take};
 use gamesolver::games::{Move, Player, StoneGameIvTable};
 use gamesolver::iv_table_file::IvTableFile;
+use measure::median;
+
+#[path = "common/measure.rs"]
+mod measure;
 
 const CHILD_N: &str = "IV_COLD_N";
 const CHILD_SIEVE: &str = "IV_COLD_SIEVE";
@@ -137,15 +141,10 @@ fn run_child(end: u64, variant: Variant, save: Option<&Path>) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Classifies every pile below `end` from cold with `variant`, then answers warm piles.
 fn child(end: u64, variant: Variant, save: Option<PathBuf>) {
     let table = StoneGameIvTable::try_new(end - 1).expect("a limit the table takes");
-    let (started, cpu_before) = (Instant::now(), cpu_seconds());
+    let (started, before) = (Instant::now(), measure::usage());
     let baseline_list = match variant {
         Variant::Baseline => Some(baseline::losing_positions_below(end)),
         Variant::Current => {
@@ -153,26 +152,18 @@ fn child(end: u64, variant: Variant, save: Option<PathBuf>) {
             None
         }
     };
-    let (wall, cpu_after) = (started.elapsed().as_secs_f64(), cpu_seconds());
-    let rss = peak_rss_mib();
+    let (wall, after) = (started.elapsed().as_secs_f64(), measure::usage());
     if let Some(losing) = baseline_list {
         // Outside the timing: the restore's spot check is not the baseline's work.
         table.restore(end, losing.into_iter().map(u64::from).collect()).expect("a valid list");
     }
-    report(&table, end, variant, wall, cpu_after.zip(cpu_before), rss);
+    report(&table, end, variant, wall, after.cpu_seconds - before.cpu_seconds, after.peak_rss_mib);
     if let Some(path) = save {
         save_and_load(&table, &path);
     }
 }
 
-fn report(
-    table: &StoneGameIvTable,
-    end: u64,
-    variant: Variant,
-    wall: f64,
-    cpu: Option<(f64, f64)>,
-    rss: Option<f64>,
-) {
+fn report(table: &StoneGameIvTable, end: u64, variant: Variant, wall: f64, cpu: f64, rss: f64) {
     let (covered, losing) = table.snapshot();
     assert_eq!(covered, end);
     // The pairs of a P-position p and a square k² with p + k² < end: the baseline's marks;
@@ -183,11 +174,9 @@ fn report(
         residues[(p % 5) as usize] += 1;
     }
     let residues = residues.map(|count| count.to_string()).join(" / ");
-    let cpu = cpu.map_or("n/a".into(), |(after, before)| format!("{:.2}", after - before));
-    let rss = rss.map_or("n/a".into(), |mib| format!("{mib:.1}"));
     let warm = warm_solves(table, &losing, end);
     println!(
-        "| {end:.0e} | {} | {wall:.2} | {cpu} | {rss} | {} | {residues} | {marks:.2e} | {:.2} | {:.2} | {:.3} | {:.0} |",
+        "| {end:.0e} | {} | {wall:.2} | {cpu:.2} | {rss:.1} | {} | {residues} | {marks:.2e} | {:.2} | {:.2} | {:.3} | {:.0} |",
         variant.name(),
         losing.len(),
         warm.solve_micros,
@@ -337,27 +326,4 @@ fn warm_moves(path: &Path, end: u64, rounds: usize) {
         medians[0] / medians[2],
         medians[3] / medians[4]
     );
-}
-
-/// This process's user + system CPU time (Linux), from /proc/self/stat.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // USER_HZ is 100 on every Linux this runs on.
-    Some(ticks / 100.0)
-}
-
-/// Peak resident memory (Linux), from VmHWM.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
 }
