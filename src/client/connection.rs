@@ -329,20 +329,23 @@ async fn speaks_tls(server: &Server) -> bool {
 
 /// The error to give up with at once, when `failure` is one that no retry can fix.
 fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
-    match failure {
-        Failure::Status(status) if is_permanent(status.code()) => Some(ConnectionError::Rejected {
-            url: server.url.clone(),
-            code: status.code(),
-            message: status.message().to_owned(),
-        }),
-        Failure::Connect(err) if is_certificate_failure(err) => {
-            Some(ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
+    if let Failure::Status(status) = failure {
+        if is_permanent(status.code()) {
+            return Some(ConnectionError::Rejected {
+                url: server.url.clone(),
+                code: status.code(),
+                message: status.message().to_owned(),
+            });
         }
-        Failure::Status(status) if is_certificate_failure(status) => {
-            Some(ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
-        }
-        _ => None,
     }
+    // With TLS 1.3 the server's refusal of our certificate fails the call, not the
+    // connection: both are searched.
+    let certificate = match failure {
+        Failure::Connect(err) => is_certificate_failure(err),
+        Failure::Status(status) => is_certificate_failure(status),
+        _ => false,
+    };
+    certificate.then(|| ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
@@ -449,8 +452,8 @@ async fn attempt(
     let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
     let mut answers = call.await.map_err(Failure::Status)?.into_inner();
 
+    let silence = config.retry_for.max(MIN_SILENCE);
     loop {
-        let silence = config.retry_for.max(MIN_SILENCE);
         let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
             biased;
