@@ -114,16 +114,21 @@ struct Positions {
     /// The largest P-position ≡ 1 or 3 (mod 5), if any. Above it every P-position is
     /// ≡ 0, 2 or 4, which rules out some k's of a move (the last is below 10^7).
     last_odd_residue: Option<u64>,
+    /// The P-positions ≡ 4 (mod 5), sorted: 2.3% of them below 10^9, and 1.7% above
+    /// 10^8, so a move's search tests the few in its range for n − p being a square
+    /// instead of asking the index about every k that leaves 4.
+    fours: Vec<u64>,
 }
 
-/// For n mod 5, bit r set when k ≡ r (mod 5) leaves n − k² ≡ 0, 2 or 4 (mod 5).
-const EVEN_RESIDUE_ROOTS: [u8; 5] = {
+/// For n mod 5, bit r set when k ≡ r (mod 5) leaves n − k² ≡ one of `residues` (bits)
+/// mod 5.
+const fn roots_leaving(residues: u8) -> [u8; 5] {
     let mut roots = [0; 5];
     let mut n = 0;
     while n < 5 {
         let mut r = 0;
         while r < 5 {
-            if (n + 25 - r * r) % 5 % 2 == 0 {
+            if residues >> ((n + 25 - r * r) % 5) & 1 == 1 {
                 roots[n] |= 1 << r;
             }
             r += 1;
@@ -131,14 +136,38 @@ const EVEN_RESIDUE_ROOTS: [u8; 5] = {
         n += 1;
     }
     roots
-};
+}
+
+/// The k's (mod 5) that leave 0 or 2 (mod 5), where almost every P-position above 10^8
+/// lies.
+const ROOTS_LEAVING_0_2: [u8; 5] = roots_leaving(0b101);
+
+/// The k's (mod 5) that leave 4 (mod 5).
+const ROOTS_LEAVING_4: [u8; 5] = roots_leaving(0b1_0000);
+
+/// The residues mod 5 set in `roots`, upwards, and how many there are.
+fn residues(roots: u8) -> ([u64; 5], usize) {
+    let (mut residues, mut count) = ([0; 5], 0);
+    for r in 0..5 {
+        if roots >> r & 1 == 1 {
+            residues[count] = r;
+            count += 1;
+        }
+    }
+    (residues, count)
+}
+
+/// k's walked by the move search between two looks at the P-positions ≡ 4 in their
+/// range, a multiple of 5: near 10^9 about six of them lie in the range of 65 k's.
+const CHUNK: u64 = 65;
 
 impl Positions {
     /// `list`, every P-position below `covered`.
     fn new(list: Vec<u64>, covered: u64) -> Self {
         let index = PositionIndex::of(&list, covered);
         let last_odd_residue = list.iter().rev().copied().find(|p| p % 5 % 2 == 1);
-        Positions { list, index, last_odd_residue }
+        let fours = list.iter().copied().filter(|p| p % 5 == 4).collect();
+        Positions { list, index, last_odd_residue, fours }
     }
 
     /// Appends `found`, which extends the list to every P-position below `covered`.
@@ -147,6 +176,7 @@ impl Positions {
         if let Some(&p) = found.iter().rev().find(|p| *p % 5 % 2 == 1) {
             self.last_odd_residue = Some(p);
         }
+        self.fours.extend(found.iter().filter(|p| *p % 5 == 4));
         self.index.extend(&self.list, covered);
     }
 
@@ -156,41 +186,63 @@ impl Positions {
     }
 
     /// The smallest k² with n − k² a P-position, if any; `n` is below the covered range.
-    /// k walks upwards, n − k² asked of the index; while n − k² is above the last
-    /// P-position ≡ 1, 3 (mod 5), only the k's that leave 0, 2 or 4 are asked (one to
-    /// four residues of k in five). The same move as [`smallest_winning_take`], which
-    /// walks the list instead (tests; `stone_game_iv_warm_large` measures both).
+    /// The same move as [`smallest_winning_take`], which walks the list instead (tests;
+    /// `stone_game_iv_warm_large` measures both).
+    ///
+    /// k walks upwards, n − k² asked of the index. While n − k² is above the last
+    /// P-position ≡ 1, 3 (mod 5), only the k's that leave 0, 2 or 4 can hit, and the
+    /// P-positions ≡ 4 are so few that testing those in range for n − p being a square
+    /// is cheaper than asking about the k's that leave 4: the index is asked about the
+    /// k's that leave 0 or 2, two residues of k in five on average, instead of three.
+    /// Where the ≡ 4 ones are dense (below 10^8) the k's that leave 4 are asked too.
     fn smallest_winning_take(&self, n: u64) -> Option<u64> {
-        let roots = EVEN_RESIDUE_ROOTS[(n % 5) as usize];
         // k ≤ this leaves n − k² above the last P-position ≡ 1, 3.
         let even_up_to = match self.last_odd_residue {
             Some(last) if n > last => isqrt(n - last - 1),
             Some(_) => 0,
             None => isqrt(n),
         };
-        // The residues that can hit, in increasing order, walked five k's at a time: a
-        // test of the residue a k would be a branch taken at random (two k's in five),
-        // mispredicted about as often as it is taken.
-        let (mut offsets, mut count) = ([0u64; 5], 0);
-        for residue in 0..5 {
-            if roots >> residue & 1 == 1 {
-                offsets[count] = residue;
-                count += 1;
-            }
-        }
-        let offsets = &offsets[..count];
-        let mut base = 0;
-        'walk: while base <= even_up_to {
-            for &offset in offsets {
-                let k = base + offset;
-                if k > even_up_to {
-                    break 'walk;
+        let (pairs, fours_too) = (ROOTS_LEAVING_0_2[(n % 5) as usize], ROOTS_LEAVING_4[(n % 5) as usize]);
+        // The P-positions ≡ 4 below n − (first k of the chunk)²: fours[..fours_end].
+        let mut fours_end = self.fours.partition_point(|&p| p < n);
+        let mut first = 0;
+        while first <= even_up_to {
+            let last = (first + CHUNK - 1).min(even_up_to);
+            // fours[fours_start..fours_end]: those at least n − last².
+            let fours_start = match (n - last * last).checked_sub(1) {
+                _ if fours_too == 0 => fours_end,
+                Some(below) => last_at_most(&self.fours, fours_end, below),
+                None => 0,
+            };
+            let in_range = &self.fours[fours_start..fours_end];
+            // Up to two k's in five leave 4: scan the ≡ 4 ones when they are fewer.
+            let (scan, (offsets, count)) = if in_range.len() as u64 <= CHUNK / 5 * 2 {
+                (in_range, residues(pairs))
+            } else {
+                (&[][..], residues(pairs | fours_too))
+            };
+            let offsets = &offsets[..count];
+            // Nearest first: the first square is the smallest k of the scan.
+            let scanned = scan.iter().rev().find(|&&p| is_square(n - p)).map(|&p| isqrt(n - p));
+            let asked_up_to = scanned.map_or(last, |k| k - 1);
+            let mut base = first;
+            while base <= asked_up_to {
+                for &offset in offsets {
+                    let k = base + offset;
+                    if k > asked_up_to {
+                        break;
+                    }
+                    if k > 0 && self.contains(n - k * k) {
+                        return Some(k * k);
+                    }
                 }
-                if k > 0 && self.contains(n - k * k) {
-                    return Some(k * k);
-                }
+                base += 5;
             }
-            base += 5;
+            if let Some(k) = scanned {
+                return Some(k * k);
+            }
+            fours_end = fours_start;
+            first += CHUNK;
         }
         let k = even_up_to + 1;
         (k..).map(|k| k * k).take_while(|&square| square <= n).find(|&square| self.contains(n - square))
@@ -573,15 +625,13 @@ mod tests {
     }
 
     #[test]
-    fn even_residue_roots_are_the_ks_that_leave_0_2_or_4_mod_5() {
+    fn the_root_tables_are_the_ks_that_leave_0_or_2_and_4_mod_5() {
         for n in 0..25u64 {
             for k in 0..25u64 {
-                let leaves_even = (n + 625 - k * k) % 5 % 2 == 0;
-                assert_eq!(
-                    EVEN_RESIDUE_ROOTS[(n % 5) as usize] >> (k % 5) & 1 == 1,
-                    leaves_even,
-                    "n = {n}, k = {k}"
-                );
+                let left = (n + 625 - k * k) % 5;
+                let root = |roots: [u8; 5]| roots[(n % 5) as usize] >> (k % 5) & 1 == 1;
+                assert_eq!(root(ROOTS_LEAVING_0_2), left == 0 || left == 2, "n = {n}, k = {k}");
+                assert_eq!(root(ROOTS_LEAVING_4), left == 4, "n = {n}, k = {k}");
             }
         }
     }
