@@ -112,62 +112,79 @@ struct Positions {
     list: Vec<u64>,
     index: PositionIndex,
     /// The largest P-position ≡ 1 or 3 (mod 5), if any. Above it every P-position is
-    /// ≡ 0, 2 or 4, which rules out some k's of a move (the last is below 10^7).
+    /// ≡ 0, 2 or 4 (the last is below 10^7).
     last_odd_residue: Option<u64>,
-    /// The P-positions ≡ 4 (mod 5), sorted: 2.3% of them below 10^9, and 1.7% above
-    /// 10^8, so a move's search tests the few in its range for n − p being a square
-    /// instead of asking the index about every k that leaves 4.
-    fours: Vec<u64>,
+    /// The P-positions outside the [`COMMON`] classes mod 125, sorted: 3% of those
+    /// between 10^8 and 10^9, so that a move's search tests the few in its range for
+    /// n − p being a square instead of asking the index about the k's that lead there.
+    rare: Vec<u64>,
 }
 
-/// For n mod 5, bit r set when k ≡ r (mod 5) leaves n − k² ≡ one of `residues` (bits)
-/// mod 5.
-const fn roots_leaving(residues: u8) -> [u8; 5] {
-    let mut roots = [0; 5];
-    let mut n = 0;
-    while n < 5 {
-        let mut r = 0;
-        while r < 5 {
-            if residues >> ((n + 25 - r * r) % 5) & 1 == 1 {
-                roots[n] |= 1 << r;
+/// P-positions cluster in residue classes mod 5^3 (`docs/stone-game-iv.md`).
+const MODULUS: u64 = 125;
+
+/// The 35 classes mod 125 that hold 97% of the P-positions between 10^8 and 10^9 (all
+/// ≡ 0 or 2 mod 5); classes are the bits.
+const COMMON: u128 = 0x0508_4010_8421_294a_5284_2108_4252_94a5;
+
+/// The classes ≡ 0, 2 or 4 (mod 5): every P-position above the last ≡ 1 or 3 lies in
+/// one.
+const EVEN: u128 = {
+    let (mut classes, mut class) = (0, 0);
+    while class < MODULUS {
+        if class % 5 % 2 == 0 {
+            classes |= 1 << class;
+        }
+        class += 1;
+    }
+    classes
+};
+
+/// For each n mod 125, the k's mod 125 (upwards) that leave n − k² in one of a set of
+/// classes.
+struct Roots {
+    counts: [u8; MODULUS as usize],
+    roots: [[u8; MODULUS as usize]; MODULUS as usize],
+}
+
+impl Roots {
+    const fn leaving(classes: u128) -> Self {
+        let mut table =
+            Roots { counts: [0; MODULUS as usize], roots: [[0; MODULUS as usize]; MODULUS as usize] };
+        let mut n = 0;
+        while n < MODULUS {
+            let mut k = 0;
+            while k < MODULUS {
+                if classes >> ((n + MODULUS * MODULUS - k * k) % MODULUS) & 1 == 1 {
+                    let count = table.counts[n as usize];
+                    table.roots[n as usize][count as usize] = k as u8;
+                    table.counts[n as usize] = count + 1;
+                }
+                k += 1;
             }
-            r += 1;
+            n += 1;
         }
-        n += 1;
+        table
     }
-    roots
+
+    /// The k's mod 125, upwards, that leave n − k² in one of the classes.
+    fn of(&self, n: u64) -> &[u8] {
+        let n = (n % MODULUS) as usize;
+        &self.roots[n][..usize::from(self.counts[n])]
+    }
 }
 
-/// The k's (mod 5) that leave 0 or 2 (mod 5), where almost every P-position above 10^8
-/// lies.
-const ROOTS_LEAVING_0_2: [u8; 5] = roots_leaving(0b101);
-
-/// The k's (mod 5) that leave 4 (mod 5).
-const ROOTS_LEAVING_4: [u8; 5] = roots_leaving(0b1_0000);
-
-/// The residues mod 5 set in `roots`, upwards, and how many there are.
-fn residues(roots: u8) -> ([u64; 5], usize) {
-    let (mut residues, mut count) = ([0; 5], 0);
-    for r in 0..5 {
-        if roots >> r & 1 == 1 {
-            residues[count] = r;
-            count += 1;
-        }
-    }
-    (residues, count)
-}
-
-/// k's walked by the move search between two looks at the P-positions ≡ 4 in their
-/// range, a multiple of 5: near 10^9 about six of them lie in the range of 65 k's.
-const CHUNK: u64 = 65;
+static COMMON_ROOTS: Roots = Roots::leaving(COMMON);
+static EVEN_ROOTS: Roots = Roots::leaving(EVEN);
+static ALL_ROOTS: Roots = Roots::leaving((1 << MODULUS) - 1);
 
 impl Positions {
     /// `list`, every P-position below `covered`.
     fn new(list: Vec<u64>, covered: u64) -> Self {
         let index = PositionIndex::of(&list, covered);
         let last_odd_residue = list.iter().rev().copied().find(|p| p % 5 % 2 == 1);
-        let fours = list.iter().copied().filter(|p| p % 5 == 4).collect();
-        Positions { list, index, last_odd_residue, fours }
+        let rare = list.iter().copied().filter(|&p| !is_common(p)).collect();
+        Positions { list, index, last_odd_residue, rare }
     }
 
     /// Appends `found`, which extends the list to every P-position below `covered`.
@@ -176,7 +193,7 @@ impl Positions {
         if let Some(&p) = found.iter().rev().find(|p| *p % 5 % 2 == 1) {
             self.last_odd_residue = Some(p);
         }
-        self.fours.extend(found.iter().filter(|p| *p % 5 == 4));
+        self.rare.extend(found.iter().filter(|&&p| !is_common(p)));
         self.index.extend(&self.list, covered);
     }
 
@@ -189,12 +206,12 @@ impl Positions {
     /// The same move as [`smallest_winning_take`], which walks the list instead (tests;
     /// `stone_game_iv_warm_large` measures both).
     ///
-    /// k walks upwards, n − k² asked of the index. While n − k² is above the last
-    /// P-position ≡ 1, 3 (mod 5), only the k's that leave 0, 2 or 4 can hit, and the
-    /// P-positions ≡ 4 are so few that testing those in range for n − p being a square
-    /// is cheaper than asking about the k's that leave 4: the index is asked about the
-    /// k's that leave 0 or 2, two residues of k in five on average, instead of three.
-    /// Where the ≡ 4 ones are dense (below 10^8) the k's that leave 4 are asked too.
+    /// k walks upwards, 125 at a time. In each such chunk the rare P-positions in its
+    /// range are tested for n − p being a square, and the index is asked only about the
+    /// k's that leave n − k² in a [`COMMON`] class: 35 residues of k in 125 on average,
+    /// against 75 that leave 0, 2 or 4 mod 5. Where the rare ones are dense (below
+    /// 10^8), the index is asked about every k that can hit instead: those that leave
+    /// 0, 2 or 4 while n − k² is above the last P-position ≡ 1 or 3, and all below.
     fn smallest_winning_take(&self, n: u64) -> Option<u64> {
         // k ≤ this leaves n − k² above the last P-position ≡ 1, 3.
         let even_up_to = match self.last_odd_residue {
@@ -202,51 +219,51 @@ impl Positions {
             Some(_) => 0,
             None => isqrt(n),
         };
-        let (pairs, fours_too) = (ROOTS_LEAVING_0_2[(n % 5) as usize], ROOTS_LEAVING_4[(n % 5) as usize]);
-        // The P-positions ≡ 4 below n − (first k of the chunk)²: fours[..fours_end].
-        let mut fours_end = self.fours.partition_point(|&p| p < n);
+        let common = COMMON_ROOTS.of(n);
+        // The rare P-positions below n − (first k of the chunk)²: rare[..rare_end].
+        let mut rare_end = self.rare.partition_point(|&p| p < n);
+        let top = isqrt(n);
         let mut first = 0;
-        while first <= even_up_to {
-            let last = (first + CHUNK - 1).min(even_up_to);
-            // fours[fours_start..fours_end]: those at least n − last².
-            let fours_start = match (n - last * last).checked_sub(1) {
-                _ if fours_too == 0 => fours_end,
-                Some(below) => last_at_most(&self.fours, fours_end, below),
+        while first <= top {
+            let last = (first + MODULUS - 1).min(top);
+            // rare[rare_start..rare_end]: those at least n − last².
+            let rare_start = match (n - last * last).checked_sub(1) {
+                Some(below) => last_at_most(&self.rare, rare_end, below),
                 None => 0,
             };
-            let in_range = &self.fours[fours_start..fours_end];
-            // Up to two k's in five leave 4: scan the ≡ 4 ones when they are fewer.
-            let (scan, (offsets, count)) = if in_range.len() as u64 <= CHUNK / 5 * 2 {
-                (in_range, residues(pairs))
+            let in_range = &self.rare[rare_start..rare_end];
+            let every_hit = if last <= even_up_to { EVEN_ROOTS.of(n) } else { ALL_ROOTS.of(n) };
+            // A square test on the list costs about a third of a question to the index.
+            let (scan, asked) = if in_range.len() <= 3 * (every_hit.len() - common.len()) {
+                (in_range, common)
             } else {
-                (&[][..], residues(pairs | fours_too))
+                (&[][..], every_hit)
             };
-            let offsets = &offsets[..count];
             // Nearest first: the first square is the smallest k of the scan.
             let scanned = scan.iter().rev().find(|&&p| is_square(n - p)).map(|&p| isqrt(n - p));
             let asked_up_to = scanned.map_or(last, |k| k - 1);
-            let mut base = first;
-            while base <= asked_up_to {
-                for &offset in offsets {
-                    let k = base + offset;
-                    if k > asked_up_to {
-                        break;
-                    }
-                    if k > 0 && self.contains(n - k * k) {
-                        return Some(k * k);
-                    }
+            for &offset in asked {
+                let k = first + u64::from(offset);
+                if k > asked_up_to {
+                    break;
                 }
-                base += 5;
+                if k > 0 && self.contains(n - k * k) {
+                    return Some(k * k);
+                }
             }
             if let Some(k) = scanned {
                 return Some(k * k);
             }
-            fours_end = fours_start;
-            first += CHUNK;
+            rare_end = rare_start;
+            first += MODULUS;
         }
-        let k = even_up_to + 1;
-        (k..).map(|k| k * k).take_while(|&square| square <= n).find(|&square| self.contains(n - square))
+        None
     }
+}
+
+/// Whether `p` lies in a [`COMMON`] class mod 125.
+fn is_common(p: u64) -> bool {
+    COMMON >> (p % MODULUS) & 1 == 1
 }
 
 /// A shared, growing table of Stone Game IV P-positions.
@@ -625,14 +642,22 @@ mod tests {
     }
 
     #[test]
-    fn the_root_tables_are_the_ks_that_leave_0_or_2_and_4_mod_5() {
-        for n in 0..25u64 {
-            for k in 0..25u64 {
-                let left = (n + 625 - k * k) % 5;
-                let root = |roots: [u8; 5]| roots[(n % 5) as usize] >> (k % 5) & 1 == 1;
-                assert_eq!(root(ROOTS_LEAVING_0_2), left == 0 || left == 2, "n = {n}, k = {k}");
-                assert_eq!(root(ROOTS_LEAVING_4), left == 4, "n = {n}, k = {k}");
-            }
+    fn the_root_tables_are_the_ks_that_leave_their_classes() {
+        let common = [
+            0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 30, 35, 40, 45, 50, 55, 57, 60, 62, 65, 67, 70, 72, 75,
+            77, 80, 85, 90, 95, 100, 110, 115, 120, 122,
+        ];
+        assert_eq!((0..MODULUS).filter(|&p| is_common(p)).collect::<Vec<_>>(), common);
+        for n in 0..2 * MODULUS {
+            let roots = |classes: &dyn Fn(u64) -> bool| -> Vec<u8> {
+                (0..MODULUS)
+                    .filter(|k| classes((n + MODULUS * MODULUS - k * k) % MODULUS))
+                    .map(|k| k as u8)
+                    .collect()
+            };
+            assert_eq!(COMMON_ROOTS.of(n), roots(&|c| common.contains(&c)), "n = {n}");
+            assert_eq!(EVEN_ROOTS.of(n), roots(&|c| c % 5 % 2 == 0), "n = {n}");
+            assert_eq!(ALL_ROOTS.of(n), roots(&|_| true), "n = {n}");
         }
     }
 
@@ -793,26 +818,6 @@ mod tests {
         }
 
         #[test]
-        fn the_indexed_search_finds_the_list_walks_move_on_made_up_lists_above_2_to_the_32(
-            set in proptest::collection::btree_set(
-                prop_oneof![0u64..3000, (1u64 << 32) - 3000..(1 << 32) + 3000, (5u64 << 32)..(5 << 32) + 2000],
-                1..300,
-            ),
-            offset in 0u64..100_000,
-        ) {
-            // Not P-positions, but both searches answer "the smallest k² with n − k² in
-            // the list" for any list; odd residues end early in some lists, not others.
-            let list: Vec<u64> = set.into_iter().collect();
-            let covered = list.last().unwrap() + 100_001;
-            let positions = Positions::new(list.clone(), covered);
-            let piles = [covered - 1 - offset, (1 << 32) + offset, (5 << 32) + offset, offset];
-            for n in piles.into_iter().filter(|&n| n < covered) {
-                let below = &list[..list.partition_point(|&p| p < n)];
-                prop_assert_eq!(positions.smallest_winning_take(n), smallest_winning_take(below, n), "n = {}", n);
-            }
-        }
-
-        #[test]
         fn winner_is_the_outcome_without_the_move(n in 0u64..20_000) {
             let table = StoneGameIvTable::new(20_000);
             prop_assert_eq!(table.winner(n).unwrap(), table.solve(n).unwrap().winner);
@@ -824,6 +829,54 @@ mod tests {
             let table = StoneGameIvTable::new(3000);
             let outcome = table.solve(n).unwrap();
             prop_assert_eq!(outcome.winner == Player::Alice, stone_game_iv_mover_wins(n));
+        }
+    }
+
+    proptest! {
+        // Each case indexes up to 2^22 blocks: a second in a debug build.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn the_indexed_search_finds_the_list_walks_move_on_made_up_lists_above_2_to_the_32(
+            set in proptest::collection::btree_set(
+                prop_oneof![0u64..3000, (1u64 << 32) - 3000..(1 << 32) + 3000, (2u64 << 32)..(2 << 32) + 2000],
+                1..300,
+            ),
+            offset in 0u64..100_000,
+        ) {
+            // Not P-positions, but both searches answer "the smallest k² with n − k² in
+            // the list" for any list; odd residues end early in some lists, not others.
+            let list: Vec<u64> = set.into_iter().collect();
+            let covered = list.last().unwrap() + 100_001;
+            let positions = Positions::new(list.clone(), covered);
+            let piles = [covered - 1 - offset, (1 << 32) + offset, (2 << 32) + offset, offset];
+            for n in piles.into_iter().filter(|&n| n < covered) {
+                let below = &list[..list.partition_point(|&p| p < n)];
+                prop_assert_eq!(positions.smallest_winning_take(n), smallest_winning_take(below, n), "n = {}", n);
+            }
+        }
+
+        #[test]
+        fn the_indexed_search_finds_the_list_walks_move_on_lists_shaped_like_large_ones(
+            seed in 0u64..1 << 40,
+            rare in 0usize..300,
+            base in prop_oneof![Just(0u64), Just(900_000_000), Just((1 << 32) - (1 << 21))],
+            offsets in proptest::collection::vec(0u64..300_000, 8),
+        ) {
+            // As above 10^8: most in the common classes, a few anywhere, so that the
+            // search tests the rare ones in each chunk's range instead of asking.
+            let classes: Vec<u64> = (0..MODULUS).filter(|&c| is_common(c)).collect();
+            let common = random_piles(seed, seed + (1 << 22), 2000)
+                .map(|v| v - seed - (v - seed) % MODULUS + classes[(v % 35) as usize]);
+            let rare = random_piles(seed + 1, seed + 1 + (1 << 22), rare).map(|v| v - seed - 1);
+            let set: std::collections::BTreeSet<u64> = common.chain(rare).map(|v| base + v).collect();
+            let list: Vec<u64> = set.into_iter().collect();
+            let covered = base + (1 << 22) + 300_000;
+            let positions = Positions::new(list.clone(), covered);
+            for n in offsets.into_iter().map(|offset| base + (1 << 22) + offset) {
+                let below = &list[..list.partition_point(|&p| p < n)];
+                prop_assert_eq!(positions.smallest_winning_take(n), smallest_winning_take(below, n), "n = {}", n);
+            }
         }
     }
 }
