@@ -15,6 +15,7 @@
 
 #[doc(hidden)]
 pub mod baseline;
+mod classes;
 mod gallop;
 mod index;
 mod lows;
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use self::classes::{RareList, ALL_ROOTS, COMMON_ROOTS, EVEN_ROOTS, MODULUS};
 use self::gallop::{first_at_least, last_at_most};
 use self::index::PositionIndex;
 use self::sieve::{isqrt, Sieve, SEGMENT};
@@ -114,76 +116,19 @@ struct Positions {
     /// The largest P-position ≡ 1 or 3 (mod 5), if any. Above it every P-position is
     /// ≡ 0, 2 or 4 (the last is below 10^7).
     last_odd_residue: Option<u64>,
-    /// The P-positions outside the [`COMMON`] classes mod 125, sorted: 3% of those
-    /// between 10^8 and 10^9, so that a move's search tests the few in its range for
-    /// n − p being a square instead of asking the index about the k's that lead there.
-    rare: Vec<u64>,
+    /// The P-positions outside the common classes mod 125: 3% of those between 10^8
+    /// and 10^9, so that a move's search tests the few in its range for n − p being a
+    /// square instead of asking the index about the k's that lead there.
+    rare: RareList,
 }
-
-/// P-positions cluster in residue classes mod 5^3 (`docs/stone-game-iv.md`).
-const MODULUS: u64 = 125;
-
-/// The 35 classes mod 125 that hold 97% of the P-positions between 10^8 and 10^9 (all
-/// ≡ 0 or 2 mod 5); classes are the bits.
-const COMMON: u128 = 0x0508_4010_8421_294a_5284_2108_4252_94a5;
-
-/// The classes ≡ 0, 2 or 4 (mod 5): every P-position above the last ≡ 1 or 3 lies in
-/// one.
-const EVEN: u128 = {
-    let (mut classes, mut class) = (0, 0);
-    while class < MODULUS {
-        if class % 5 % 2 == 0 {
-            classes |= 1 << class;
-        }
-        class += 1;
-    }
-    classes
-};
-
-/// For each n mod 125, the k's mod 125 (upwards) that leave n − k² in one of a set of
-/// classes.
-struct Roots {
-    counts: [u8; MODULUS as usize],
-    roots: [[u8; MODULUS as usize]; MODULUS as usize],
-}
-
-impl Roots {
-    const fn leaving(classes: u128) -> Self {
-        let mut table =
-            Roots { counts: [0; MODULUS as usize], roots: [[0; MODULUS as usize]; MODULUS as usize] };
-        let mut n = 0;
-        while n < MODULUS {
-            let mut k = 0;
-            while k < MODULUS {
-                if classes >> ((n + MODULUS * MODULUS - k * k) % MODULUS) & 1 == 1 {
-                    let count = table.counts[n as usize];
-                    table.roots[n as usize][count as usize] = k as u8;
-                    table.counts[n as usize] = count + 1;
-                }
-                k += 1;
-            }
-            n += 1;
-        }
-        table
-    }
-
-    /// The k's mod 125, upwards, that leave n − k² in one of the classes.
-    fn of(&self, n: u64) -> &[u8] {
-        let n = (n % MODULUS) as usize;
-        &self.roots[n][..usize::from(self.counts[n])]
-    }
-}
-
-static COMMON_ROOTS: Roots = Roots::leaving(COMMON);
-static EVEN_ROOTS: Roots = Roots::leaving(EVEN);
-static ALL_ROOTS: Roots = Roots::leaving((1 << MODULUS) - 1);
 
 impl Positions {
     /// `list`, every P-position below `covered`.
     fn new(list: Vec<u64>, covered: u64) -> Self {
         let index = PositionIndex::of(&list, covered);
         let last_odd_residue = list.iter().rev().copied().find(|p| p % 5 % 2 == 1);
-        let rare = list.iter().copied().filter(|&p| !is_common(p)).collect();
+        let mut rare = RareList::default();
+        rare.extend(&list);
         Positions { list, index, last_odd_residue, rare }
     }
 
@@ -193,7 +138,7 @@ impl Positions {
         if let Some(&p) = found.iter().rev().find(|p| *p % 5 % 2 == 1) {
             self.last_odd_residue = Some(p);
         }
-        self.rare.extend(found.iter().filter(|&&p| !is_common(p)));
+        self.rare.extend(found);
         self.index.extend(&self.list, covered);
     }
 
@@ -220,27 +165,30 @@ impl Positions {
             None => isqrt(n),
         };
         let common = COMMON_ROOTS.of(n);
+        let rare = self.rare.values();
         // The rare P-positions below n − (first k of the chunk)²: rare[..rare_end].
-        let mut rare_end = self.rare.partition_point(|&p| p < n);
+        let mut rare_end = self.rare.count_below(n);
         let top = isqrt(n);
         let mut first = 0;
         while first <= top {
             let last = (first + MODULUS - 1).min(top);
-            // rare[rare_start..rare_end]: those at least n − last².
-            let rare_start = match (n - last * last).checked_sub(1) {
-                Some(below) => last_at_most(&self.rare, rare_end, below),
-                None => 0,
-            };
-            let in_range = &self.rare[rare_start..rare_end];
+            let lowest = n - last * last;
             let every_hit = if last <= even_up_to { EVEN_ROOTS.of(n) } else { ALL_ROOTS.of(n) };
-            // A square test on the list costs about a third of a question to the index.
-            let (scan, asked) = if in_range.len() <= 3 * (every_hit.len() - common.len()) {
-                (in_range, common)
-            } else {
-                (&[][..], every_hit)
-            };
-            // Nearest first: the first square is the smallest k of the scan.
-            let scanned = scan.iter().rev().find(|&&p| is_square(n - p)).map(|&p| isqrt(n - p));
+            // The rare ones in range, nearest first, tested for a square (the first is
+            // the smallest k), unless there are more than this: a test costs about a
+            // third of a question to the index.
+            let most = 3 * (every_hit.len() - common.len());
+            let (mut at, mut scanned) = (rare_end, None);
+            while at > 0 && rare[at - 1] >= lowest && rare_end - at < most {
+                let p = rare[at - 1];
+                if is_square(n - p) {
+                    scanned = Some(isqrt(n - p));
+                    break;
+                }
+                at -= 1;
+            }
+            let dense = scanned.is_none() && at > 0 && rare[at - 1] >= lowest;
+            let asked = if dense { every_hit } else { common };
             let asked_up_to = scanned.map_or(last, |k| k - 1);
             for &offset in asked {
                 let k = first + u64::from(offset);
@@ -254,16 +202,14 @@ impl Positions {
             if let Some(k) = scanned {
                 return Some(k * k);
             }
-            rare_end = rare_start;
+            rare_end = match lowest.checked_sub(1) {
+                Some(below) if dense => last_at_most(rare, at, below),
+                _ => at,
+            };
             first += MODULUS;
         }
         None
     }
-}
-
-/// Whether `p` lies in a [`COMMON`] class mod 125.
-fn is_common(p: u64) -> bool {
-    COMMON >> (p % MODULUS) & 1 == 1
 }
 
 /// A shared, growing table of Stone Game IV P-positions.
@@ -638,26 +584,6 @@ mod tests {
                     "n = {n}"
                 );
             }
-        }
-    }
-
-    #[test]
-    fn the_root_tables_are_the_ks_that_leave_their_classes() {
-        let common = [
-            0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 30, 35, 40, 45, 50, 55, 57, 60, 62, 65, 67, 70, 72, 75,
-            77, 80, 85, 90, 95, 100, 110, 115, 120, 122,
-        ];
-        assert_eq!((0..MODULUS).filter(|&p| is_common(p)).collect::<Vec<_>>(), common);
-        for n in 0..2 * MODULUS {
-            let roots = |classes: &dyn Fn(u64) -> bool| -> Vec<u8> {
-                (0..MODULUS)
-                    .filter(|k| classes((n + MODULUS * MODULUS - k * k) % MODULUS))
-                    .map(|k| k as u8)
-                    .collect()
-            };
-            assert_eq!(COMMON_ROOTS.of(n), roots(&|c| common.contains(&c)), "n = {n}");
-            assert_eq!(EVEN_ROOTS.of(n), roots(&|c| c % 5 % 2 == 0), "n = {n}");
-            assert_eq!(ALL_ROOTS.of(n), roots(&|_| true), "n = {n}");
         }
     }
 
