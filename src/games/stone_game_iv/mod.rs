@@ -515,6 +515,7 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use super::classes::is_common;
     use super::*;
     use crate::games::exhaustive::stone_game_iv_mover_wins;
     use crate::games::Player;
