@@ -12,7 +12,8 @@
 #
 # Usage: bench/large-moves.sh [--count 200000] [--rounds 5] [--seed 7]
 #                             [--table /tmp/gamesolver-iv1e9.table] [--timeout 300]
-# Environment: CARGO_TARGET_DIR.
+# Environment: CARGO_TARGET_DIR; SERVER_BIN, a gamesolver-server built elsewhere (for
+# A/B runs of two commits; the client is always this tree's).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,7 +49,7 @@ timeout "$timeout_s" "$client" gen --count "$count" --seed "$seed" --mix iv=1 --
     -o "$work/large.jsonl"
 echo '{"id":"warm","stoneGameIv":{"n":"999999999"}}' >"$work/warm.jsonl"
 
-"$target/release/gamesolver-server" --listen 127.0.0.1:0 --iv-table "$table" >"$work/server.txt" 2>"$work/server.err" &
+"${SERVER_BIN:-$target/release/gamesolver-server}" --listen 127.0.0.1:0 --iv-table "$table" >"$work/server.txt" 2>"$work/server.err" &
 server_pid=$!
 for _ in $(seq 100); do
     grep -q "listening on" "$work/server.txt" 2>/dev/null && break

@@ -11,6 +11,7 @@ pub mod sum_game;
 
 #[cfg(test)]
 pub(crate) mod exhaustive;
+mod grower;
 
 pub use nim_square::GrundyTable;
 pub use stone_game_iv::StoneGameIvTable;

@@ -20,9 +20,10 @@ pub mod sieve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use self::sieve::{plain_mex, Sieve, SEGMENT};
+use super::grower::Grower;
 use super::{GameKind, Player, SolveError};
 
 pub use self::sieve::grundy_values_below;
@@ -155,27 +156,10 @@ pub struct GrundyTable {
     /// Every pile below this has its value; stored under `values`' write lock, after the
     /// append.
     covered: AtomicU64,
-    /// Whether an extension runs; waiters sleep on `progressed`.
-    extension: Mutex<Extension>,
-    /// Signalled on every published segment and when an extension ends.
-    progressed: Condvar,
+    /// Who extends the table; waiters sleep on it.
+    grower: Grower,
     /// The computation's buffers, kept between extensions; only the extender locks it.
     sieve: Mutex<Sieve>,
-}
-
-#[derive(Debug, Default)]
-struct Extension {
-    running: bool,
-}
-
-/// Ends an extension when dropped, even by a panic, so that waiters can take over.
-struct ExtensionGuard<'a>(&'a GrundyTable);
-
-impl Drop for ExtensionGuard<'_> {
-    fn drop(&mut self) {
-        self.0.extension.lock().running = false;
-        self.0.progressed.notify_all();
-    }
 }
 
 impl GrundyTable {
@@ -185,8 +169,7 @@ impl GrundyTable {
             limit: limit.min(MAX_LIMIT),
             values: RwLock::new(Vec::new()),
             covered: AtomicU64::new(0),
-            extension: Mutex::new(Extension::default()),
-            progressed: Condvar::new(),
+            grower: Grower::default(),
             sieve: Mutex::new(Sieve::new()),
         }
     }
@@ -213,23 +196,8 @@ impl GrundyTable {
     /// it to end and then extends further itself.
     pub fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         self.check_limit(n)?;
-        loop {
-            if n < self.covered() {
-                return Ok(());
-            }
-            let mut extension = self.extension.lock();
-            if n < self.covered() {
-                return Ok(());
-            }
-            if extension.running {
-                self.progressed.wait(&mut extension);
-                continue;
-            }
-            extension.running = true;
-            drop(extension);
-            let _guard = ExtensionGuard(self);
-            self.run_extension(n);
-        }
+        self.grower.grow_to(n, || self.covered(), |n| self.run_extension(n));
+        Ok(())
     }
 
     /// Computes whole segments until `n` and the growth target are covered (never beyond
@@ -249,9 +217,7 @@ impl GrundyTable {
             // Under the lock, so that a snapshot never sees values beyond `covered`.
             self.covered.store(hi, Ordering::Release);
             drop(values);
-            // Taking the lock orders this wake-up after any waiter's check of `covered`.
-            drop(self.extension.lock());
-            self.progressed.notify_all();
+            self.grower.published();
         }
     }
 
@@ -307,19 +273,15 @@ impl GrundyTable {
         check_grundy_values(covered, &values)?;
         let covered = covered.min(self.limit + 1);
         values.truncate(covered as usize);
-        let mut extension = self.extension.lock();
-        while extension.running {
-            self.progressed.wait(&mut extension);
-        }
-        if covered > self.covered() {
-            // The sieve's largest value must come from the new values, not the old.
-            self.sieve.lock().forget();
-            let mut current = self.values.write();
-            *current = values;
-            self.covered.store(covered, Ordering::Release);
-        }
-        drop(extension);
-        self.progressed.notify_all();
+        self.grower.between_extensions(|| {
+            if covered > self.covered() {
+                // The sieve's largest value must come from the new values, not the old.
+                self.sieve.lock().forget();
+                let mut current = self.values.write();
+                *current = values;
+                self.covered.store(covered, Ordering::Release);
+            }
+        });
         Ok(())
     }
 

@@ -24,13 +24,14 @@ mod small_moves;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use self::classes::{RareList, ALL_ROOTS, COMMON_ROOTS, EVEN_ROOTS, MODULUS};
 use self::gallop::{first_at_least, last_at_most};
 use self::index::PositionIndex;
 use self::sieve::{isqrt, Sieve, SEGMENT};
 use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN};
+use super::grower::Grower;
 use super::{GameKind, Move, Outcome, Player, SolveError};
 
 pub use self::sieve::losing_positions_below;
@@ -224,10 +225,8 @@ pub struct StoneGameIvTable {
     /// Every n below this is classified; stored under `losing`'s write lock, after the
     /// append.
     covered: AtomicU64,
-    /// Whether an extension runs; waiters sleep on `progressed`.
-    extension: Mutex<Extension>,
-    /// Signalled on every published segment and when an extension ends.
-    progressed: Condvar,
+    /// Who extends the table; waiters sleep on it.
+    grower: Grower,
     /// The sieve's cursors, kept between extensions; only the extender locks it.
     sieve: Mutex<Sieve>,
     /// Alice's smallest winning k for every pile below its length (0: Bob wins), so that
@@ -239,21 +238,6 @@ pub struct StoneGameIvTable {
     small_moves_builder: Mutex<()>,
 }
 
-#[derive(Debug, Default)]
-struct Extension {
-    running: bool,
-}
-
-/// Ends an extension when dropped, even by a panic, so that waiters can take over.
-struct ExtensionGuard<'a>(&'a StoneGameIvTable);
-
-impl Drop for ExtensionGuard<'_> {
-    fn drop(&mut self) {
-        self.0.extension.lock().running = false;
-        self.0.progressed.notify_all();
-    }
-}
-
 impl StoneGameIvTable {
     /// An empty table answering n up to `limit`, or up to [`MAX_LIMIT`] for a larger
     /// one ([`Self::try_new`] refuses it instead).
@@ -262,8 +246,7 @@ impl StoneGameIvTable {
             limit: limit.min(MAX_LIMIT),
             losing: RwLock::new(Positions::default()),
             covered: AtomicU64::new(0),
-            extension: Mutex::new(Extension::default()),
-            progressed: Condvar::new(),
+            grower: Grower::default(),
             sieve: Mutex::new(Sieve::new()),
             small_moves: RwLock::new(Box::default()),
             small_moves_end: AtomicU64::new(0),
@@ -334,23 +317,7 @@ impl StoneGameIvTable {
 
     /// Grows the list of P-positions to cover `n` ≤ the limit.
     fn extend_list_to(&self, n: u64) {
-        loop {
-            if n < self.covered() {
-                return;
-            }
-            let mut extension = self.extension.lock();
-            if n < self.covered() {
-                return;
-            }
-            if extension.running {
-                self.progressed.wait(&mut extension);
-                continue;
-            }
-            extension.running = true;
-            drop(extension);
-            let _guard = ExtensionGuard(self);
-            self.run_extension(n);
-        }
+        self.grower.grow_to(n, || self.covered(), |n| self.run_extension(n));
     }
 
     /// Sieves whole segments until `n` is covered (never beyond the limit), publishing
@@ -369,9 +336,7 @@ impl StoneGameIvTable {
             // Under the lock, so that a snapshot never sees entries beyond `covered`.
             self.covered.store(hi, Ordering::Release);
             drop(losing);
-            // Taking the lock orders this wake-up after any waiter's check of `covered`.
-            drop(self.extension.lock());
-            self.progressed.notify_all();
+            self.grower.published();
         }
     }
 
@@ -435,22 +400,18 @@ impl StoneGameIvTable {
         check_losing_list(covered, &losing)?;
         let covered = covered.min(self.limit + 1);
         losing.truncate(first_at_least(&losing, 0, covered));
-        let mut extension = self.extension.lock();
-        while extension.running {
-            self.progressed.wait(&mut extension);
-        }
-        if covered > self.covered() {
-            // The sieve's cursors no longer match: it resyncs on its next segment; the
-            // move table is rebuilt from the new list on next need.
-            let _builder = self.small_moves_builder.lock();
-            self.small_moves_end.store(0, Ordering::Release);
-            *self.small_moves.write() = Box::default();
-            let mut current = self.losing.write();
-            *current = Positions::new(losing, covered);
-            self.covered.store(covered, Ordering::Release);
-        }
-        drop(extension);
-        self.progressed.notify_all();
+        self.grower.between_extensions(|| {
+            if covered > self.covered() {
+                // The sieve's cursors no longer match: it resyncs on its next segment; the
+                // move table is rebuilt from the new list on next need.
+                let _builder = self.small_moves_builder.lock();
+                self.small_moves_end.store(0, Ordering::Release);
+                *self.small_moves.write() = Box::default();
+                let mut current = self.losing.write();
+                *current = Positions::new(losing, covered);
+                self.covered.store(covered, Ordering::Release);
+            }
+        });
         Ok(())
     }
 
@@ -665,7 +626,7 @@ mod tests {
             let table = Arc::clone(&table);
             std::thread::spawn(move || table.extend_to(40_000_000))
         };
-        while !table.extension.lock().running {
+        while !table.grower.is_running() {
             std::thread::yield_now();
         }
         // A waiter for a pile the extension reaches early wakes when it is published.
@@ -681,7 +642,7 @@ mod tests {
         }
         // Seconds of sieving are left (40·10^6 is far beyond 2·10^6, and debug builds are
         // slow): both of the above finished while the extension still ran.
-        assert!(table.extension.lock().running && table.covered() < 40_000_001);
+        assert!(table.grower.is_running() && table.covered() < 40_000_001);
         extender.join().unwrap().unwrap();
         assert_eq!(table.covered(), 40_000_001);
     }
@@ -692,12 +653,10 @@ mod tests {
         table.extend_to(10).unwrap();
         // An extender that dies while holding the role.
         let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _guard = ExtensionGuard(&table);
-            table.extension.lock().running = true;
-            panic!("extender died");
+            table.grower.grow_to(500_000, || table.covered(), |_| panic!("extender died"));
         }));
         assert!(poisoned.is_err());
-        assert!(!table.extension.lock().running);
+        assert!(!table.grower.is_running());
         assert!(table.solve(500_000).is_ok());
         assert_eq!(table.snapshot().1, losing_positions_below(table.covered()));
     }
