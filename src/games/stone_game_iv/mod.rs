@@ -165,7 +165,7 @@ impl Positions {
             Some(_) => 0,
             None => isqrt(n),
         };
-        let common = COMMON_ROOTS.of(n);
+        let (common, even, all) = (COMMON_ROOTS.of(n), EVEN_ROOTS.of(n), ALL_ROOTS.of(n));
         let rare = self.rare.values();
         // The rare P-positions below n − (first k of the chunk)²: rare[..rare_end].
         let mut rare_end = self.rare.count_below(n);
@@ -174,7 +174,7 @@ impl Positions {
         while first <= top {
             let last = (first + MODULUS - 1).min(top);
             let lowest = n - last * last;
-            let every_hit = if last <= even_up_to { EVEN_ROOTS.of(n) } else { ALL_ROOTS.of(n) };
+            let every_hit = if last <= even_up_to { even } else { all };
             // The rare ones in range, nearest first, tested for a square (the first is
             // the smallest k), unless there are more than this: a test costs about a
             // third of a question to the index.
