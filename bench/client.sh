@@ -19,6 +19,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 target="${CARGO_TARGET_DIR:-$root/target}"
 count=1000000
 seed=3
@@ -84,11 +86,6 @@ for shape in "${shapes[@]}"; do
     printf 'gen %s: %d lines, %s bytes\n' "$shape" "$count" "$(stat -c %s "$input")" >&2
 done
 
-# CPU seconds (user + system) a process has used so far.
-cpu_of() {
-    awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"
-}
-
 # Runs `solve` on one shape under GNU time; prints "seconds peak_rss_mb cpu_seconds".
 # Exit code 1 (some lines have `error`) is expected of inputs with bad lines.
 measure() {
@@ -118,10 +115,6 @@ measure() {
     rss_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$report")
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$report")
     echo "$seconds $((rss_kb / 1024)) $cpu"
-}
-
-median() {
-    sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
 # Runs every shape $runs times, interleaved, and prints one table row per shape.
@@ -168,11 +161,7 @@ fi
 if [[ -z $only || $only == separate ]]; then
     "$server_bin" --listen 127.0.0.1:0 >"$work/server.txt" 2>/dev/null &
     server_pid=$!
-    for _ in $(seq 50); do
-        grep -q "listening on" "$work/server.txt" 2>/dev/null && break
-        sleep 0.1
-    done
-    addr=$(sed -n 's/^listening on //p' "$work/server.txt")
+    addr=$(listening_address "$work/server.txt" 50)
     run_all separate --server "http://$addr"
     kill "$server_pid"
     wait "$server_pid" 2>/dev/null || true

@@ -17,6 +17,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 target="${CARGO_TARGET_DIR:-$root/target}"
 count=200000
 rounds=5
@@ -51,23 +53,10 @@ echo '{"id":"warm","stoneGameIv":{"n":"999999999"}}' >"$work/warm.jsonl"
 
 "${SERVER_BIN:-$target/release/gamesolver-server}" --listen 127.0.0.1:0 --iv-table "$table" >"$work/server.txt" 2>"$work/server.err" &
 server_pid=$!
-for _ in $(seq 100); do
-    grep -q "listening on" "$work/server.txt" 2>/dev/null && break
-    sleep 0.1
-done
-url="http://$(sed -n 's/^listening on //p' "$work/server.txt")"
+url="http://$(listening_address "$work/server.txt" 100)"
 started=$EPOCHREALTIME
 timeout "$timeout_s" "$client" solve "$work/warm.jsonl" -o /dev/null --server "$url" --quiet
 echo "server warm (table to 10^9) after $(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}') s" >&2
-
-# CPU seconds (user + system) the server has used so far.
-server_cpu() {
-    awk -v hz="$(getconf CLK_TCK)" '{printf "%.4f", ($14 + $15) / hz}' "/proc/$server_pid/stat"
-}
-
-median() {
-    sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 
 declare -A rates cpus
 cases=("small moves" "large moves" "small winner" "large winner")
@@ -76,7 +65,7 @@ for ((round = 1; round <= rounds; round++)); do
         read -r file mode <<<"$case"
         flags=()
         [[ $mode == winner ]] && flags=(--winner-only)
-        before=$(server_cpu)
+        before=$(cpu_of "$server_pid")
         a=$EPOCHREALTIME
         timeout "$timeout_s" "$client" solve "$work/$file.jsonl" -o "$work/out.jsonl" --server "$url" --quiet "${flags[@]}"
         b=$EPOCHREALTIME
@@ -86,7 +75,7 @@ for ((round = 1; round <= rounds; round++)); do
             exit 1
         fi
         rates[$case]+="$(awk -v a="$a" -v b="$b" -v n="$count" 'BEGIN {print n / (b - a)}') "
-        cpus[$case]+="$(awk -v a="$before" -v b="$(server_cpu)" -v n="$count" 'BEGIN {print (b - a) * 1e6 / n}') "
+        cpus[$case]+="$(awk -v a="$before" -v b="$(cpu_of "$server_pid")" -v n="$count" 'BEGIN {print (b - a) * 1e6 / n}') "
     done
     echo "round $round of $rounds done" >&2
 done
