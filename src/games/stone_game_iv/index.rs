@@ -3,36 +3,55 @@
 //! each time (or a walk down it) was most of a move's cost near 10^9
 //! (`benches/stone_game_iv.rs`, `stone_game_iv_warm_large`).
 //!
-//! The numbers are cut into blocks of 2^11; a block keeps a 64-bit mask of which of its
-//! 32-number runs hold a P-position, and beside it the index of its first P-position.
-//! Near 10^9 about one run in nineteen holds one, so most questions end at the mask; the
-//! rest scan the one or two P-positions of the run in the list. 16 bytes a block:
-//! 7.8 MB at 10^9, 78 MB at 10^10. Runs of 64 let twice as many questions reach the list
-//! (a cache miss each), and runs of 16 double the mask's memory for no gain
-//! (`docs/performance.md`).
+//! The numbers are cut into blocks of 2^11, and a question takes two steps:
+//! - a bit for each 32-number run, set when the run holds a P-position: one `u64` a
+//!   block. Near 10^9 one run in 26 is occupied, so most questions end here, and the
+//!   words a search reads (those below its pile) stay in the core's L2 cache;
+//! - for a set bit, the block's record: the offsets of its first P-positions, so that the
+//!   answer is one more load and a comparison, not a read of the list. Near 10^9 a block
+//!   holds 2.5 on average and one in 70 more than six; a record with more (a quarter of
+//!   them near 10^8) says where the rest start in the list.
+//!
+//! 24 bytes a block: 11.7 MB at 10^9, 117 MB at 10^10. The mask beside the list's start
+//! in one 16-byte record, with the list read for a set bit, made a move 1.2x slower;
+//! the records alone, without the masks, slower still (`docs/performance.md`).
 
 /// Numbers per block: 2^11.
 const BLOCK_BITS: u32 = 11;
 
-/// Numbers per run, a bit of the block's mask: 2^5.
+/// Numbers per run, a bit of a block's word: 2^5.
 const RUN_BITS: u32 = 5;
+
+/// Offsets a record holds.
+const SLOTS: usize = 6;
+
+/// An unused slot: above every offset.
+const EMPTY: u16 = u16::MAX;
+
+/// The last slot of a block with more than [`SLOTS`] P-positions: the rest are in the
+/// list from the record's `rest` on. Above every offset, below [`EMPTY`].
+const MORE: u16 = 1 << 15;
 
 /// The index of a sorted list of P-positions below `covered`.
 #[derive(Debug, Default, Clone)]
 pub(super) struct PositionIndex {
+    /// Bit j of word b set when the j-th 32-number run of block b holds a P-position.
+    runs: Vec<u64>,
     blocks: Vec<Block>,
     /// The list is indexed below this.
     covered: u64,
 }
 
-/// One block of numbers, b·2^BLOCK_BITS and up: its mask and where its P-positions
-/// start, side by side so that one cache line holds both.
-#[derive(Debug, Default, Clone, Copy)]
+/// One block of numbers, b·2^BLOCK_BITS and up. Aligned so that one cache line holds
+/// the whole record.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(16))]
 struct Block {
-    /// Bit j set when the j-th run of the block holds a P-position.
-    runs: u64,
-    /// The index in the list of the block's first P-position.
-    start: u32,
+    /// The offsets in the block of its first P-positions, upwards, then [`EMPTY`]; or,
+    /// when it holds more than [`SLOTS`], the first `SLOTS - 1` and [`MORE`].
+    offsets: [u16; SLOTS],
+    /// With [`MORE`]: the index in the list of the first P-position not in `offsets`.
+    rest: u32,
 }
 
 impl PositionIndex {
@@ -48,16 +67,24 @@ impl PositionIndex {
     pub(super) fn extend(&mut self, losing: &[u64], covered: u64) {
         let first_block = self.covered >> BLOCK_BITS;
         self.blocks.truncate(first_block as usize);
+        self.runs.truncate(first_block as usize);
         let mut at = losing.partition_point(|&p| p < first_block << BLOCK_BITS);
         for block in first_block..covered.div_ceil(1 << BLOCK_BITS) {
             let end = (block + 1) << BLOCK_BITS;
-            let start = u32::try_from(at).expect("fewer than 2^32 P-positions");
-            let mut runs = 0;
-            while let Some(&p) = losing.get(at).filter(|&&p| p < end) {
-                runs |= 1 << ((p >> RUN_BITS) & 63);
-                at += 1;
+            let count = losing[at..].partition_point(|&p| p < end);
+            let in_block = &losing[at..at + count];
+            self.runs.push(in_block.iter().fold(0, |runs, &p| runs | 1 << ((p >> RUN_BITS) & 63)));
+            let mut record = Block { offsets: [EMPTY; SLOTS], rest: 0 };
+            let held = if count > SLOTS { SLOTS - 1 } else { count };
+            for (slot, &p) in record.offsets.iter_mut().zip(&in_block[..held]) {
+                *slot = (p & ((1 << BLOCK_BITS) - 1)) as u16;
             }
-            self.blocks.push(Block { runs, start });
+            if count > SLOTS {
+                record.offsets[SLOTS - 1] = MORE;
+                record.rest = u32::try_from(at + held).expect("fewer than 2^32 P-positions");
+            }
+            self.blocks.push(record);
+            at += count;
         }
         self.covered = covered;
     }
@@ -67,20 +94,18 @@ impl PositionIndex {
     pub(super) fn contains(&self, losing: &[u64], n: u64) -> bool {
         debug_assert!(n < self.covered, "{n} is not indexed");
         let block = (n >> BLOCK_BITS) as usize;
-        let Block { runs, start } = self.blocks[block];
-        let run = (n >> RUN_BITS) & 63;
-        if runs >> run & 1 == 0 {
+        if self.runs[block] >> ((n >> RUN_BITS) & 63) & 1 == 0 {
             return false;
         }
-        // Each occupied run below holds at least one P-position: start past them.
-        let mut at = start as usize + (runs & ((1 << run) - 1)).count_ones() as usize;
-        while let Some(&p) = losing.get(at) {
-            if p >= n {
-                return p == n;
-            }
-            at += 1;
+        let Block { offsets, rest } = self.blocks[block];
+        let offset = (n & ((1 << BLOCK_BITS) - 1)) as u16;
+        // Without a branch a slot, so that the compiler compares them all at once.
+        let held = offsets.iter().fold(false, |found, &slot| found | (slot == offset));
+        if held || offsets[SLOTS - 1] != MORE || offset < offsets[SLOTS - 2] {
+            return held;
         }
-        false
+        let at = super::gallop::first_at_least(losing, rest as usize, n);
+        losing.get(at) == Some(&n)
     }
 }
 
@@ -89,6 +114,24 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn contains_is_membership_for_every_count_a_record_can_hold_and_past_it() {
+        // Block c holds c P-positions, the first at offset 0 and the last at 2047 (one
+        // alone at 2047 in block 1), so that full records, records of six and of seven or
+        // more, and both ends of a block are all asked about.
+        let mut losing = Vec::new();
+        for count in 0..=9u64 {
+            let base = count << BLOCK_BITS;
+            let offsets = (0..count).map(|i| if i + 1 == count { 2047 } else { i * 37 });
+            losing.extend(offsets.map(|offset| base + offset));
+        }
+        let covered = 10 << BLOCK_BITS;
+        let index = PositionIndex::of(&losing, covered);
+        for n in 0..covered {
+            assert_eq!(index.contains(&losing, n), losing.binary_search(&n).is_ok(), "n = {n}");
+        }
+    }
 
     proptest! {
         // Each case indexes 2^21 blocks: a few milliseconds in a release build.
