@@ -99,10 +99,10 @@ impl PositionIndex {
         }
         let Block { offsets, rest } = self.blocks[block];
         let offset = (n & ((1 << BLOCK_BITS) - 1)) as u16;
-        // Without a branch a slot, so that the compiler compares them all at once.
-        let held = offsets.iter().fold(false, |found, &slot| found | (slot == offset));
-        if held || offsets[SLOTS - 1] != MORE || offset < offsets[SLOTS - 2] {
-            return held;
+        // No branch per slot, so that the compiler compares all six at once.
+        let found = offsets.iter().fold(false, |found, &slot| found | (slot == offset));
+        if found || offsets[SLOTS - 1] != MORE || offset < offsets[SLOTS - 2] {
+            return found;
         }
         let at = super::gallop::first_at_least(losing, rest as usize, n);
         losing.get(at) == Some(&n)
