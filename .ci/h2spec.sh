@@ -83,6 +83,9 @@ fi
 work="$target/h2spec"
 rm -rf "$work"
 mkdir -p "$work"
+# The log exists before the server starts: the loop below reads it at once, possibly
+# before the background shell has opened it (under load, sed then found no file).
+: >"$work/server.log"
 "$server_bin" --listen 127.0.0.1:0 >"$work/server.log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT

@@ -27,6 +27,8 @@ server_addr=
 start_server() {
     local name=$1
     shift
+    # Created first: the loop below reads it before the background shell may have.
+    : >"$work/$name.out"
     "$target/debug/gamesolver-server" --listen 127.0.0.1:0 --shutdown-timeout 5 "$@" \
         >"$work/$name.out" 2>"$work/$name.log" &
     local pid=$!

@@ -30,6 +30,8 @@ generated="$target/interop-generated.jsonl"
 # The package's example, as its README shows it, against a server of its own (stopped on
 # exit; at most 30 s for its address).
 out="$target/interop-example.out"
+# Created first: the loop below reads it before the background shell may have.
+: >"$out"
 "$server" --listen 127.0.0.1:0 >"$out" 2>/dev/null &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT

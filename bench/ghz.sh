@@ -54,11 +54,12 @@ server_addr=
 
 start_server() {
     local bin=$1 out="$work/server.out" err="$work/server.log"
+    # Created first: the loop below reads it before the background shell may have.
+    : >"$out"
     # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
     "$bin" --listen 127.0.0.1:0 --shutdown-timeout 5 ${SERVER_ARGS:-} >"$out" 2>"$err" &
     server_pid=$!
-    local i
-    for i in $(seq 300); do
+    for _ in $(seq 300); do
         server_addr=$(sed -n 's/^listening on //p' "$out")
         [[ -n $server_addr ]] && return
         kill -0 "$server_pid" 2>/dev/null || { log "server exited early:"; cat "$err" >&2; return 1; }

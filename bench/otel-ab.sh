@@ -53,6 +53,8 @@ trap 'exit 130' INT TERM
 # Starts `$@` with stdout in $out and waits for its `listening on ADDR`; sets $addr, $pid.
 start() {
     local out=$1; shift
+    # Created first: the loop below reads it before the background shell may have.
+    : >"$out"
     "$@" >"$out" 2>"$out.log" &
     pid=$!
     pids+=("$pid")
