@@ -71,7 +71,7 @@ impl PositionIndex {
         let mut at = losing.partition_point(|&p| p < first_block << BLOCK_BITS);
         for block in first_block..covered.div_ceil(1 << BLOCK_BITS) {
             let end = (block + 1) << BLOCK_BITS;
-            let count = losing[at..].partition_point(|&p| p < end);
+            let count = losing[at..].iter().take_while(|&&p| p < end).count();
             let in_block = &losing[at..at + count];
             self.runs.push(in_block.iter().fold(0, |runs, &p| runs | 1 << ((p >> RUN_BITS) & 63)));
             let mut record = Block { offsets: [EMPTY; SLOTS], rest: 0 };
