@@ -81,12 +81,17 @@ for ((round = 1; round <= rounds; round++)); do
     echo "round $round of $rounds done" >&2
 done
 
+# The numbers of a space-separated list, one a line.
+one_a_line() {
+    tr ' ' '\n' <<<"$1" | grep .
+}
+
 declare -A rate cpu
 echo "| piles | answers | problems/s (median of $rounds) | server CPU µs a problem |"
 echo "|---|---|---:|---:|"
 for case in "${cases[@]}"; do
-    rate[$case]=$(tr ' ' '\n' <<<"${rates[$case]}" | grep . | median)
-    cpu[$case]=$(tr ' ' '\n' <<<"${cpus[$case]}" | grep . | median)
+    rate[$case]=$(one_a_line "${rates[$case]}" | median)
+    cpu[$case]=$(one_a_line "${cpus[$case]}" | median)
     read -r file mode <<<"$case"
     label="up to 10^6"
     [[ $file == large ]] && label="[9·10^8, 10^9)"
@@ -100,6 +105,6 @@ awk -v lm="${rate[large moves]}" -v sm="${rate[small moves]}" -v lw="${rate[larg
     }'
 # The same ratio round by round (each round's four runs ran back to back), since the
 # small-pile run is short enough for its rate to move between rounds.
-per_round=$(paste -d' ' <(tr ' ' '\n' <<<"${rates[large moves]}" | grep .) \
-    <(tr ' ' '\n' <<<"${rates[small moves]}" | grep .) | awk '{printf "%.3f\n", $1 / $2}')
+per_round=$(paste -d' ' <(one_a_line "${rates[large moves]}") <(one_a_line "${rates[small moves]}") |
+    awk '{printf "%.3f\n", $1 / $2}')
 echo "large/small with moves, round by round: $(tr '\n' ' ' <<<"$per_round")(median $(median <<<"$per_round"), $(awk '$1 >= 0.25' <<<"$per_round" | wc -l) of $rounds at least 0.25)"
