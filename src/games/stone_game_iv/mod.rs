@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
-use self::classes::{RareList, ALL_ROOTS, COMMON_ROOTS, EVEN_ROOTS, MODULUS};
+use self::classes::{chunk_of, RareList, ALL_ROOTS, COMMON_ROOTS, EVEN_ROOTS, MODULUS};
 use self::gallop::{first_at_least, last_at_most};
 use self::index::PositionIndex;
 use self::sieve::{isqrt, Sieve, SEGMENT};
@@ -156,10 +156,11 @@ impl Positions {
     ///
     /// k walks upwards, 125 at a time. In each such chunk the rare P-positions in its
     /// range are tested for n − p being a square, and the index is asked only about the
-    /// k's that leave n − k² in a [`COMMON`] class: 35 residues of k in 125 on average,
-    /// against 75 that leave 0, 2 or 4 mod 5. Where the rare ones are dense (below
-    /// 10^8), the index is asked about every k that can hit instead: those that leave
-    /// 0, 2 or 4 while n − k² is above the last P-position ≡ 1 or 3, and all below.
+    /// k's that leave n − k² in a [`COMMON`](classes::COMMON) class mod 1625: 29 k's in
+    /// 125 on average, against 75 that leave 0, 2 or 4 mod 5. Where the rare ones are
+    /// dense (below 10^7), the index is asked about every k that can hit instead: those
+    /// that leave 0, 2 or 4 while n − k² is above the last P-position ≡ 1 or 3, and all
+    /// below.
     fn smallest_winning_take(&self, n: u64) -> Option<u64> {
         // k ≤ this leaves n − k² above the last P-position ≡ 1, 3.
         let even_up_to = match self.last_odd_residue {
@@ -177,10 +178,11 @@ impl Positions {
             let last = (first + MODULUS - 1).min(top);
             let lowest = n - last * last;
             let every_hit = if last <= even_up_to { even } else { all };
+            let common = common[chunk_of(first)];
             // The rare ones in range, nearest first, tested for a square (the first is
             // the smallest k), unless there are more than this: a test costs about a
             // third of a question to the index.
-            let most = 3 * (every_hit.len() - common.len());
+            let most = 3 * (every_hit.count_ones() - common.count_ones()) as usize;
             let (mut at, mut scanned) = (rare_end, None);
             while at > 0 && rare[at - 1] >= lowest && rare_end - at < most {
                 let p = rare[at - 1];
@@ -192,15 +194,16 @@ impl Positions {
             }
             let dense = scanned.is_none() && at > 0 && rare[at - 1] >= lowest;
             let asked = if dense { every_hit } else { common };
+            // The k's of the chunk up to a scanned hit's, and never k = 0.
             let asked_up_to = scanned.map_or(last, |k| k - 1);
-            for &offset in asked {
-                let k = first + u64::from(offset);
-                if k > asked_up_to {
-                    break;
-                }
-                if k > 0 && self.contains(n - k * k) {
+            let up_to = (1u128 << (asked_up_to + 1 - first)) - 1;
+            let mut asked = asked & up_to & !u128::from(first == 0);
+            while asked != 0 {
+                let k = first + u64::from(asked.trailing_zeros());
+                if self.contains(n - k * k) {
                     return Some(k * k);
                 }
+                asked &= asked - 1;
             }
             if let Some(k) = scanned {
                 return Some(k * k);
@@ -478,7 +481,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::classes::is_common;
+    use super::classes::{is_common, FINE};
     use super::*;
     use crate::games::exhaustive::stone_game_iv_mover_wins;
     use crate::games::Player;
@@ -753,9 +756,9 @@ mod tests {
         ) {
             // As above 10^8: most in the common classes, a few anywhere, so that the
             // search tests the rare ones in each chunk's range instead of asking.
-            let classes: Vec<u64> = (0..MODULUS).filter(|&c| is_common(c)).collect();
+            let classes: Vec<u64> = (0..FINE).filter(|&c| is_common(c)).collect();
             let common = random_piles(seed, seed + (1 << 22), 2000)
-                .map(|v| v - seed - (v - seed) % MODULUS + classes[(v % 35) as usize]);
+                .map(|v| v - seed - (v - seed) % FINE + classes[(v % classes.len() as u64) as usize]);
             let rare = random_piles(seed + 1, seed + 1 + (1 << 22), rare).map(|v| v - seed - 1);
             let set: std::collections::BTreeSet<u64> = common.chain(rare).map(|v| base + v).collect();
             let list: Vec<u64> = set.into_iter().collect();
