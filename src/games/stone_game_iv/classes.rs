@@ -5,11 +5,11 @@
 //! They cluster further mod 125 and, jointly with that, mod 13 (mod 13 alone unevenly,
 //! with no class empty): between 9·10^8 and 10^9 they lie in 380 of the 1,625 classes
 //! mod 1625, and those 380 hold more of them the larger n is (99.85% between 10^8 and
-//! 2·10^8; `docs/stone-game-iv.md`). The search asks
-//! the index only about the k's that leave n − k² in one of those ([`COMMON`]) classes,
-//! and tests the rare P-positions of the other classes, kept in a [`RareList`], for
-//! n − p being a square. Where the rare ones are dense it asks about every k that leaves
-//! a class mod 125 that can hold one ([`EVEN_ROOTS`], [`ALL_ROOTS`]).
+//! 2·10^8, all but 25 of 608,392 between 9·10^9 and 10^10; `docs/stone-game-iv.md`).
+//! The search asks the index only about the k's that leave n − k² in one of those
+//! ([`COMMON`]) classes, and tests the rare P-positions of the other classes, kept in a
+//! [`RareList`], for n − p being a square. Where the rare ones are dense it asks about
+//! every k that leaves a class mod 125 that can hold one ([`EVEN_ROOTS`], [`ALL_ROOTS`]).
 
 use std::sync::LazyLock;
 
