@@ -19,6 +19,11 @@
 /// Numbers per block: 2^11.
 const BLOCK_BITS: u32 = 11;
 
+/// A number's offset in its block.
+fn offset_in_block(n: u64) -> u16 {
+    (n & ((1 << BLOCK_BITS) - 1)) as u16
+}
+
 /// Numbers per run, a bit of a block's word: 2^5.
 const RUN_BITS: u32 = 5;
 
@@ -77,7 +82,7 @@ impl PositionIndex {
             let mut record = Block { offsets: [EMPTY; SLOTS], rest: 0 };
             let held = if count > SLOTS { SLOTS - 1 } else { count };
             for (slot, &p) in record.offsets.iter_mut().zip(&in_block[..held]) {
-                *slot = (p & ((1 << BLOCK_BITS) - 1)) as u16;
+                *slot = offset_in_block(p);
             }
             if count > SLOTS {
                 record.offsets[SLOTS - 1] = MORE;
@@ -98,7 +103,7 @@ impl PositionIndex {
             return false;
         }
         let Block { offsets, rest } = self.blocks[block];
-        let offset = (n & ((1 << BLOCK_BITS) - 1)) as u16;
+        let offset = offset_in_block(n);
         // No branch per slot, so that the compiler compares all six at once.
         let found = offsets.iter().fold(false, |found, &slot| found | (slot == offset));
         if found || offsets[SLOTS - 1] != MORE || offset < offsets[SLOTS - 2] {
