@@ -8,6 +8,8 @@
 # Environment: CARGO_TARGET_DIR, GAMESOLVER_RELEASE_DIR (a release server already built).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 # The newest h2spec the Go module proxy serves; it has no go.mod, so `go install @version`
 # would take its dependencies at their newest: they are pinned in a module of our own.
@@ -83,24 +85,15 @@ fi
 work="$target/h2spec"
 rm -rf "$work"
 mkdir -p "$work"
-# The log exists before the server starts: the loop below reads it at once, possibly
-# before the background shell has opened it (under load, sed then found no file).
-: >"$work/server.log"
 "$server_bin" --listen 127.0.0.1:0 >"$work/server.log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/server.log")
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then
+if ! addr=$(listening_address "$work/server.log" 100 "$server_pid"); then
     log "the server did not start:"
     cat "$work/server.log" >&2
     exit 1
 fi
+port=${addr##*:}
 
 # h2spec exits non-zero whenever a case fails; its JUnit report is what is judged.
 log "h2spec -p $port -P $h2spec_path (server: $server_bin)"

@@ -12,6 +12,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$target/interop-go"
 client_dir=tests/interop/go
@@ -27,19 +29,13 @@ server_addr=
 start_server() {
     local name=$1
     shift
-    # Created first: the loop below reads it before the background shell may have.
-    : >"$work/$name.out"
     "$target/debug/gamesolver-server" --listen 127.0.0.1:0 --shutdown-timeout 5 "$@" \
         >"$work/$name.out" 2>"$work/$name.log" &
     local pid=$!
     server_pids+=("$pid")
-    for _ in $(seq 300); do
-        server_addr=$(sed -n '1s/^listening on //p' "$work/$name.out")
-        [[ -n $server_addr ]] && return
-        kill -0 "$pid" 2>/dev/null || { log "server $name exited early:"; cat "$work/$name.log" >&2; return 1; }
-        sleep 0.1
-    done
-    log "server $name did not print its address within 30 s"
+    server_addr=$(listening_address "$work/$name.out" 300 "$pid") && return
+    log "server $name exited or printed no address within 30 s:"
+    cat "$work/$name.log" >&2
     return 1
 }
 

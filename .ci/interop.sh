@@ -7,6 +7,8 @@
 # Environment: CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/interop-venv"
 grpc_version=1.85.1
@@ -30,19 +32,11 @@ generated="$target/interop-generated.jsonl"
 # The package's example, as its README shows it, against a server of its own (stopped on
 # exit; at most 30 s for its address).
 out="$target/interop-example.out"
-# Created first: the loop below reads it before the background shell may have.
-: >"$out"
 "$server" --listen 127.0.0.1:0 >"$out" 2>/dev/null &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
-addr=
-for _ in $(seq 300); do
-  addr=$(sed -n '1s/^listening on //p' "$out")
-  [[ -n $addr ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { echo "interop.sh: the server exited early" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n $addr ]] || { echo "interop.sh: the server printed no address within 30 s" >&2; exit 1; }
+addr=$(listening_address "$out" 300 "$server_pid") ||
+  { echo "interop.sh: the server exited or printed no address within 30 s" >&2; exit 1; }
 example=$("$venv/bin/python" clients/python/examples/solve.py --server "$addr" --num '25??')
 [[ $example == $'winner: WINNER_ALICE\nmove: write 9 at index 2' ]] ||
   { echo "interop.sh: examples/solve.py printed: $example" >&2; exit 1; }

@@ -13,6 +13,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 bench="$root/bench"
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$target/bench"
@@ -54,18 +56,12 @@ server_addr=
 
 start_server() {
     local bin=$1 out="$work/server.out" err="$work/server.log"
-    # Created first: the loop below reads it before the background shell may have.
-    : >"$out"
     # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
     "$bin" --listen 127.0.0.1:0 --shutdown-timeout 5 ${SERVER_ARGS:-} >"$out" 2>"$err" &
     server_pid=$!
-    for _ in $(seq 300); do
-        server_addr=$(sed -n 's/^listening on //p' "$out")
-        [[ -n $server_addr ]] && return
-        kill -0 "$server_pid" 2>/dev/null || { log "server exited early:"; cat "$err" >&2; return 1; }
-        sleep 0.1
-    done
-    log "server did not print its address within 30 s"
+    server_addr=$(listening_address "$out" 300 "$server_pid") && return
+    log "server exited or printed no address within 30 s:"
+    cat "$err" >&2
     return 1
 }
 

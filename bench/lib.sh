@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers the bench scripts source: `source "$root/bench/lib.sh"`.
+# Helpers the bench and CI scripts source: `source "$root/bench/lib.sh"`.
 
 # CPU seconds (user + system) process $1 has used so far.
 cpu_of() {
@@ -11,12 +11,22 @@ median() {
     sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-# Waits up to $2 tenths of a second for a server's `listening on ADDR` line in file $1
-# and prints ADDR (nothing when it never came).
+# Prints ADDR from the first `listening on ADDR` line a server writes to file $1, waiting
+# up to $2 tenths of a second for it; the file need not exist yet (a server started in
+# the background may not have opened it). With $3, the server's PID, it gives up as soon
+# as that process has exited. Returns 1, printing nothing, when no line came.
 listening_address() {
+    local addr
     for _ in $(seq "$2"); do
-        grep -q "listening on" "$1" 2>/dev/null && break
+        addr=$(sed -n '/^listening on /{s///p;q}' "$1" 2>/dev/null)
+        if [[ -n $addr ]]; then
+            echo "$addr"
+            return 0
+        fi
+        if [[ -n ${3:-} ]] && ! kill -0 "$3" 2>/dev/null; then
+            return 1
+        fi
         sleep 0.1
     done
-    sed -n 's/^listening on //p' "$1"
+    return 1
 }

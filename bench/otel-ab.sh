@@ -11,6 +11,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$target/bench/otel-ab"
 rounds=5
@@ -53,18 +55,13 @@ trap 'exit 130' INT TERM
 # Starts `$@` with stdout in $out and waits for its `listening on ADDR`; sets $addr, $pid.
 start() {
     local out=$1; shift
-    # Created first: the loop below reads it before the background shell may have.
-    : >"$out"
     "$@" >"$out" 2>"$out.log" &
     pid=$!
     pids+=("$pid")
-    for _ in $(seq 300); do
-        addr=$(sed -n 's/^listening on //p' "$out")
-        [[ -n $addr ]] && return
-        kill -0 "$pid" 2>/dev/null || { log "$1 exited early"; cat "$out.log" >&2; return 1; }
-        sleep 0.1
-    done
-    log "$1 did not start"; return 1
+    addr=$(listening_address "$out" 300 "$pid") && return
+    log "$1 exited or printed no address within 30 s:"
+    cat "$out.log" >&2
+    return 1
 }
 
 start "$work/sink.out" "$SINK_BIN"
