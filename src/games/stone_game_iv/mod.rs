@@ -158,9 +158,9 @@ impl Positions {
     /// range are tested for n − p being a square, and the index is asked only about the
     /// k's that leave n − k² in a [`COMMON`](classes::COMMON) class mod 1625: 29 k's in
     /// 125 on average, against 75 that leave 0, 2 or 4 mod 5. Where the rare ones are
-    /// dense (below 10^7), the index is asked about every k that can hit instead: those
-    /// that leave 0, 2 or 4 while n − k² is above the last P-position ≡ 1 or 3, and all
-    /// below.
+    /// dense (low ranges: ≡ 4 is common below 10^8, ≡ 1 and 3 below 10^7), the index is
+    /// asked about every k that can hit instead: those that leave 0, 2 or 4 while n − k²
+    /// is above the last P-position ≡ 1 or 3, and all below.
     fn smallest_winning_take(&self, n: u64) -> Option<u64> {
         // k ≤ this leaves n − k² above the last P-position ≡ 1, 3.
         let even_up_to = match self.last_odd_residue {
