@@ -119,9 +119,9 @@ struct Positions {
     /// The largest P-position ≡ 1 or 3 (mod 5), if any. Above it every P-position is
     /// ≡ 0, 2 or 4 (the last is below 10^7).
     last_odd_residue: Option<u64>,
-    /// The P-positions outside the common classes mod 125: 3% of those between 10^8
-    /// and 10^9, so that a move's search tests the few in its range for n − p being a
-    /// square instead of asking the index about the k's that lead there.
+    /// The P-positions outside the common classes mod 1625: 909 of the 1.38 million
+    /// between 10^8 and 10^9, so that a move's search tests the few in its range for
+    /// n − p being a square instead of asking the index about the k's that lead there.
     rare: RareList,
 }
 
