@@ -24,7 +24,7 @@ const CHUNKS: usize = 13;
 
 /// The 380 classes mod [`FINE`] that hold a P-position between 9·10^8 and 10^9 (all
 /// ≡ 0, 2 or 4 mod 5), as bits; printed by `examples/iv_classes.rs` from a table file.
-pub(super) const COMMON: [u64; 26] = [
+pub(super) const COMMON: [u64; FINE.div_ceil(64) as usize] = [
     0x5a54_0080_0252_94a5,
     0xb480_0110_8421_014a,
     0x6942_0220_004a_4294,
