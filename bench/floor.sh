@@ -4,7 +4,9 @@
 # medians and ratios docs/performance.md quotes.
 #
 # Usage: bench/floor.sh [--rounds 3] [--seconds 5] [--concurrency 50] [--connections 4]
-#                       [--server-args "FLAGS"]
+#                       [--server-args "FLAGS"] [--rps R]
+# --rps R holds every run to R calls a second, so that the server's CPU a call compares at
+# equal arrival rates (docs/performance.md says why that matters on a shared machine).
 # Environment: CARGO_TARGET_DIR; SERVER_BIN and BARE_BIN (binaries built elsewhere, for
 # A/B runs of two commits); GHZ, GHZ_VERSION, GOBIN (see ghz-install.sh).
 set -euo pipefail
