@@ -10,7 +10,7 @@ switches a call (all its threads, /proc/PID/task/*/status) and ghz's own CPU tim
 Prints one row a run, then the medians and the ratios that docs/performance.md quotes:
 
 - Solve / health on the production server (the layers' cost that Solve pays and health
-  does not, plus the solving itself);
+  does not, the solving itself and, free-running, the different rates ghz sends them at);
 - production / bare, for each call (what the production layers cost).
 
 With `--rps R`, every run is held to R calls a second (ghz's own limiter, the same flag
@@ -25,8 +25,8 @@ by its PID.
 """
 
 import argparse
-import json
 import glob
+import json
 import os
 import random
 import resource
