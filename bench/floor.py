@@ -25,7 +25,6 @@ by its PID.
 """
 
 import argparse
-import glob
 import json
 import os
 import random
@@ -34,10 +33,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from server_process import ServerProcess
 
 SVC = "gamesolver.v1.GameSolverService"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def solve_data(path, count=1000, seed=20290):
@@ -59,51 +58,12 @@ def solve_data(path, count=1000, seed=20290):
         json.dump(requests, f)
 
 
-class Server:
-    """A server binary on 127.0.0.1:0; its address comes from its `listening on` line."""
-
-    def __init__(self, name, argv, work):
-        self.name = name
-        self.log = open(os.path.join(work, f"{name}.log"), "w")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        deadline = time.monotonic() + 30
-        self.addr = None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("listening on "):
-                self.addr = line.split()[-1]
-                break
-        if self.addr is None:
-            self.stop()
-            raise SystemExit(f"floor.py: {name} did not print its address")
-
-    def cpu_seconds(self):
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
-
-    def context_switches(self):
-        """Voluntary and involuntary context switches of all the server's threads."""
-        total = 0
-        for status in glob.glob(f"/proc/{self.proc.pid}/task/*/status"):
-            try:
-                with open(status) as f:
-                    total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
-            except FileNotFoundError:
-                pass  # a thread that ended while we read
-        return total
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+def start_server(name, argv, work):
+    """A server binary on 127.0.0.1:0, logging to WORK/NAME.log."""
+    try:
+        return ServerProcess(argv, os.path.join(work, f"{name}.log"), name=name)
+    except RuntimeError as err:
+        raise SystemExit(f"floor.py: {err}")
 
 
 def ghz(args, server, call_args, seconds, report):
@@ -158,9 +118,9 @@ def main():
     }
     servers = []
     try:
-        servers.append(Server("production", [args.server_bin, "--listen", "127.0.0.1:0",
-                                             *args.server_args.split()], work))
-        servers.append(Server("bare", [args.bare_bin, "127.0.0.1:0"], work))
+        servers.append(start_server("production", [args.server_bin, "--listen", "127.0.0.1:0",
+                                                   *args.server_args.split()], work))
+        servers.append(start_server("bare", [args.bare_bin, "127.0.0.1:0"], work))
         runs = [(s, c) for s in servers for c in calls]
         results = {(s.name, c): [] for s, c in runs}
         print("| round | server | call | rps | p50 ms | p99 ms | server CPU µs/call | switches/call "

@@ -5,11 +5,9 @@ the server's RSS. Exits 1 when a bound is exceeded or an answer is wrong."""
 
 import os
 import random
-import re
 import resource
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +19,8 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+
+from server_process import ServerProcess
 
 SERVER = sys.argv[1]
 WORK = sys.argv[2]
@@ -108,45 +108,13 @@ def compressed_ones(pid, num_len, path, z):
 
 # --- the server under test --------------------------------------------------------------
 
-class Server:
+class Server(ServerProcess):
+    """The release server with the soak's flags (and `extra`)."""
+
     def __init__(self, extra=(), preexec=None):
-        self.log_path = os.path.join(WORK, f"server-{time.time_ns()}.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", *FLAGS, *extra],
-                                     stdout=subprocess.PIPE, stderr=self.log, preexec_fn=preexec)
-        line = self.proc.stdout.readline().decode()
-        self.addr = line.strip().removeprefix("listening on ")
-        host, port = self.addr.rsplit(":", 1)
-        self.host, self.port = host, int(port)
+        super().__init__([SERVER, "--listen", "127.0.0.1:0", *FLAGS, *extra],
+                         os.path.join(WORK, f"server-{time.time_ns()}.log"), preexec=preexec)
         time.sleep(0.5)
-        self.peak = self.rss()
-
-    def rss(self):
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            return int(re.search(r"VmRSS:\s+(\d+)", status.read()).group(1)) * 1024
-
-    def hwm(self):
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            return int(re.search(r"VmHWM:\s+(\d+)", status.read()).group(1)) * 1024
-
-    def cpu_seconds(self):
-        with open(f"/proc/{self.proc.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def log_text(self):
-        self.log.flush()
-        return open(self.log_path, "rb").read().decode(errors="replace")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def health(server, timeout=20.0):
