@@ -4,7 +4,7 @@
 //!   thread's work (`BatchBuilder::push_line`), in MB/s of input;
 //! - `server/*`: what the server does with a decoded batch: `decode` the request,
 //!   (`decode_prost`: with prost's generated decoder instead of `src/codec.rs`),
-//!   `solve` it (`Solver::solve_batch`: convert, fan out, solve, build the solutions),
+//!   `solve` it (`service::grpc::solve_batch`: convert, fan out, solve, build the solutions),
 //!   `encode` the response (`encode_prost`: with prost's encoder), and `all` three in a
 //!   row.
 //!
@@ -25,7 +25,7 @@ use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
 use gamesolver::games::Tables;
 use gamesolver::pb::{self, problem::Game as G};
-use gamesolver::service::{Solver, SolverConfig};
+use gamesolver::solver::{Solver, SolverConfig};
 use prost::Message;
 
 const BATCH: usize = 4096;
@@ -116,7 +116,9 @@ fn server(c: &mut Criterion) {
     let decode_prost =
         |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode(bytes.clone()).unwrap();
     let solve = |request: pb::SolveBatchStreamRequest| {
-        runtime.block_on(solver.solve_batch(request.problems, request.winner_only)).unwrap()
+        runtime
+            .block_on(gamesolver::service::grpc::solve_batch(&solver, request.problems, request.winner_only))
+            .unwrap()
     };
     let encode = |solutions: Vec<pb::Solution>| {
         // The server's encoder keeps its buffer from one message to the next.

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::pb::game_solver_service_server::{GameSolverServiceServer, SERVICE_NAME};
-use gamesolver::service::{GameSolverService, Solver, SolverConfig};
+use gamesolver::service::GameSolverService;
+use gamesolver::solver::{Solver, SolverConfig};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;

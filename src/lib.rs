@@ -10,7 +10,10 @@
 //! - [`codec`]: the gRPC codec: prost, with a one-pass decoder for batches of problems
 //!   and solutions that gives way to prost for anything unusual, and encoders that write
 //!   prost's bytes.
-//! - [`service`]: the `GameSolverService` gRPC service: validates, fans out to the CPU pool.
+//! - [`solver`]: the domain fan-out every door calls: grows tables, solves inline or on
+//!   the CPU pool, guards against panics, counts problems by game.
+//! - [`service`]: the doors, thin adapters over the fan-out: the `GameSolverService` gRPC
+//!   service and the stream plumbing the streaming doors share.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
 //!   load.
@@ -37,3 +40,4 @@ pub(crate) mod pool;
 pub mod seconds;
 pub mod server;
 pub mod service;
+pub mod solver;

@@ -13,7 +13,7 @@ use gamesolver::client::{self, ClientError, InputSource, SolveConfig};
 use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::pb;
 use gamesolver::pb::game_solver_service_server::{GameSolverService, GameSolverServiceServer};
-use gamesolver::service::{Solver, SolverConfig};
+use gamesolver::solver::{Solver, SolverConfig};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Code, Request, Response, Status, Streaming};
@@ -78,7 +78,10 @@ impl GameSolverService for Flaky {
                     let _ = answers.send(Err(Status::new(code, "flaky test server breaks the call"))).await;
                     return;
                 }
-                let solutions = solver.solve_batch(batch.problems, batch.winner_only).await.expect("solve");
+                let solutions =
+                    gamesolver::service::grpc::solve_batch(&solver, batch.problems, batch.winner_only)
+                        .await
+                        .expect("solve");
                 if answers.send(Ok(pb::SolveBatchStreamResponse { solutions })).await.is_err() {
                     return;
                 }

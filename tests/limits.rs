@@ -12,7 +12,7 @@ use common::{limits, solve, stream_request, sum, TestServer};
 use gamesolver::pb;
 use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::ServerConfig;
-use gamesolver::service::SolverConfig;
+use gamesolver::solver::SolverConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;

@@ -500,7 +500,7 @@ async fn compressed_requests_and_responses_work() {
 
 #[tokio::test]
 async fn a_stream_budget_smaller_than_one_problem_still_answers_everything_in_order() {
-    use gamesolver::service::SolverConfig;
+    use gamesolver::solver::SolverConfig;
     let solver = SolverConfig { stream_in_flight_bytes: 1, ..SolverConfig::default() };
     let server = TestServer::start(ServerConfig { solver, ..ServerConfig::default() }).await;
     let mut client = server.client().await;

@@ -182,6 +182,15 @@ impl Tables {
         }
     }
 
+    /// Warms the parts of the tables that `games` will read, before they are solved on
+    /// several threads (see [`StoneGameIvTable::preload_moves`]).
+    pub fn preload<'a>(&self, games: impl Iterator<Item = &'a Game>) {
+        self.iv.preload_moves(games.filter_map(|game| match game {
+            Game::StoneGameIv(n) => Some(*n),
+            _ => None,
+        }));
+    }
+
     /// Grows `game`'s table to cover `n` (blocking; the caller runs it off the async
     /// workers). Piles beyond the limit are left to `solve` to refuse.
     pub fn extend(&self, game: GameKind, n: u64) {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::games::stone_game_iv;
 pub use crate::seconds::{Seconds, Timeout};
-use crate::service::SolverConfig;
+use crate::solver::SolverConfig;
 
 /// Everything a [`super::Server`] needs.
 #[derive(Debug, Clone, clap::Args)]

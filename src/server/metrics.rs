@@ -40,7 +40,7 @@ use super::process_metrics;
 use crate::games::GameKind;
 use crate::games::Tables;
 use crate::pb;
-use crate::service::SolveObserver;
+use crate::solver::SolveObserver;
 
 /// Labels of one RPC (also the names a call's trace span carries).
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]

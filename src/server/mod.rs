@@ -23,7 +23,8 @@ use crate::games::{StoneGameIvTable, Tables};
 use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
-use crate::service::{GameSolverService, Solver};
+use crate::service::GameSolverService;
+use crate::solver::Solver;
 use metrics::Metrics as ServerMetrics;
 use tables::TableLifecycle;
 

@@ -1,0 +1,16 @@
+//! The doors: thin adapters that decode a wire format into domain problems, call the one
+//! fan-out ([`crate::solver::Solver`]) and encode its outcomes.
+//!
+//! - [`grpc`]: the `GameSolverService` protobuf RPCs (gRPC-Web reaches it through a layer
+//!   of the server's).
+//! - `stream`: what every streaming door shares: answers in request order, a bounded
+//!   read-ahead, the idle timeout.
+//!
+//! A door owns its encoding and nothing else: the limits, metrics and traces are the
+//! server's layers around every door, and the solving is the fan-out's.
+
+pub mod grpc;
+pub(crate) mod stream;
+
+pub use grpc::GameSolverService;
+pub(crate) use stream::stream_idle_status;

@@ -1,0 +1,274 @@
+//! The domain fan-out behind every door: takes domain problems, returns domain outcomes.
+//!
+//! Each door (gRPC in [`crate::service`], Arrow Flight beside it) decodes its own wire
+//! format into [`Game`]s, hands them here and encodes what comes back; the growing of
+//! tables, the choice between inline and pool, the panic guard and the counting of
+//! problems by game are decided once, here, so that no door solves differently.
+//!
+//! Small problems are solved inline on the async worker (cheaper than a hop to another
+//! thread); anything whose input exceeds [`SolverConfig::inline_work`] goes to the rayon
+//! pool, and batches are split across it. Piles beyond a table's range first grow the
+//! table on the blocking pool, once per batch.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rayon::prelude::*;
+
+use crate::convert::ProblemError;
+use crate::games::{Game, GameKind, Outcome, Tables};
+use crate::pool::{self, PoolError};
+use crate::seconds::Timeout;
+
+/// Tuning of the fan-out.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SolverConfig {
+    /// Problems whose input is at most this many bytes/stones are solved inline on the
+    /// calling async worker; larger ones go to the CPU pool.
+    #[arg(long, default_value_t = SolverConfig::default().inline_work)]
+    pub inline_work: usize,
+    /// Problems of one `SolveStream` call solved concurrently, ahead of the one the
+    /// client is waiting for.
+    #[arg(skip = SolverConfig::default().stream_window)]
+    pub stream_window: usize,
+    /// Batches of one `SolveBatchStream` call solved concurrently.
+    #[arg(skip = SolverConfig::default().batch_window)]
+    pub batch_window: usize,
+    /// Bytes of decoded problems one streaming call may have in flight before the server
+    /// stops reading from it (HTTP/2 flow control then holds the client back); a request
+    /// larger than this waits until it can have all of it, then runs alone.
+    #[arg(long, default_value_t = SolverConfig::default().stream_in_flight_bytes)]
+    pub stream_in_flight_bytes: usize,
+    /// Seconds a stream may send nothing while the server has nothing left to answer
+    /// before it ends with DEADLINE_EXCEEDED; 0 is never.
+    #[arg(long, value_name = "SECONDS", default_value_t = SolverConfig::default().stream_idle_timeout)]
+    pub stream_idle_timeout: Timeout,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        SolverConfig {
+            inline_work: 32 * 1024,
+            stream_window: 64,
+            batch_window: 4,
+            stream_in_flight_bytes: 64 * 1024 * 1024,
+            stream_idle_timeout: Timeout(Some(Duration::from_secs(60))),
+        }
+    }
+}
+
+/// Smallest number of problems that one rayon task of a batch takes.
+const MIN_PROBLEMS_PER_TASK: usize = 256;
+
+/// What the fan-out reports of its work. The server's metrics implement it; the solver
+/// knows nothing of how it is counted.
+pub trait SolveObserver: Send + Sync + std::fmt::Debug + 'static {
+    /// Problems answered, as (game label, outcome, count): the outcome is `solved` or the
+    /// error's reason. Called once a batch or task with its whole tally, so that a
+    /// million small problems a second do not contend on one counter.
+    fn problems_answered(&self, counts: &[(&'static str, &'static str, u64)]);
+
+    /// A caller spent `seconds` growing `game`'s table (or waiting for that growth);
+    /// `cause` says what asked for it.
+    fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64);
+}
+
+/// A problem as the doors hand it over: its game, or why it has none (a missing game, a
+/// null input), which is answered and counted like any other error.
+pub type Problem = Result<Game, ProblemError>;
+
+/// The metrics label of a problem: its game's, or `none` for one without a game.
+fn label(problem: &Problem) -> &'static str {
+    problem.as_ref().map_or("none", |game| game.kind().label())
+}
+
+/// Problems counted locally, reported to the observer in one call when dropped.
+#[derive(Debug)]
+struct Tally {
+    observer: Arc<dyn SolveObserver>,
+    /// (game, outcome, count); a batch has a handful of distinct pairs.
+    counts: Vec<(&'static str, &'static str, u64)>,
+}
+
+impl Tally {
+    /// Counts one problem of `game` with its result.
+    fn record<T>(&mut self, game: &'static str, result: &Result<T, ProblemError>) {
+        let outcome = match result {
+            Ok(_) => "solved",
+            Err(err) => err.reason(),
+        };
+        match self.counts.iter_mut().find(|(g, o, _)| *g == game && *o == outcome) {
+            Some((_, _, count)) => *count += 1,
+            None => self.counts.push((game, outcome, 1)),
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if !self.counts.is_empty() {
+            self.observer.problems_answered(&self.counts);
+        }
+    }
+}
+
+/// The solver behind every door: the shared tables plus the fan-out policy.
+#[derive(Debug)]
+pub struct Solver {
+    tables: Arc<Tables>,
+    config: SolverConfig,
+    /// Told of problems answered and table extensions.
+    observer: Option<Arc<dyn SolveObserver>>,
+}
+
+impl Solver {
+    /// A solver answering the table-driven games from `tables`.
+    pub fn new(tables: Arc<Tables>, config: SolverConfig) -> Self {
+        Solver { tables, config, observer: None }
+    }
+
+    /// The same solver, reporting what it does to `observer`.
+    pub fn with_observer(self, observer: Arc<dyn SolveObserver>) -> Self {
+        Solver { observer: Some(observer), ..self }
+    }
+
+    /// The fan-out's tuning, which the doors' stream plumbing reads too.
+    pub fn config(&self) -> &SolverConfig {
+        &self.config
+    }
+
+    /// A tally that reports to the observer when dropped; `None` without one.
+    fn tally(&self) -> Option<Tally> {
+        let observer = Arc::clone(self.observer.as_ref()?);
+        Some(Tally { observer, counts: Vec::new() })
+    }
+
+    /// Grows each table to the largest pile among `games` that needs it, on the
+    /// blocking pool (a table extension can take seconds). Piles beyond a table's limit
+    /// get their own error from `solve`.
+    async fn prepare<'a>(&self, games: impl Iterator<Item = &'a Game>) -> Result<(), PoolError> {
+        let mut needed: Vec<(GameKind, u64)> = Vec::new();
+        for (kind, n) in games.filter_map(|game| self.tables.needs_extension(game)) {
+            match needed.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, most)) => *most = (*most).max(n),
+                None => needed.push((kind, n)),
+            }
+        }
+        for (kind, n) in needed {
+            let tables = Arc::clone(&self.tables);
+            let started = std::time::Instant::now();
+            let extend = pool::run_blocking(move || tables.extend(kind, n));
+            let span = tracing::info_span!("table.extend", game = kind.label(), n);
+            tracing::Instrument::instrument(extend, span).await?;
+            if let Some(observer) = &self.observer {
+                observer.table_extended(kind, "request", started.elapsed().as_secs_f64());
+            }
+        }
+        Ok(())
+    }
+
+    /// Solves one game, uncounted; with `winner_only`, no winning move is looked for.
+    pub async fn solve(&self, game: Game, winner_only: bool) -> Result<Outcome, ProblemError> {
+        self.prepare(std::iter::once(&game)).await?;
+        if game.work() <= self.config.inline_work {
+            return solve_guarded(&game, &self.tables, winner_only);
+        }
+        let tables = Arc::clone(&self.tables);
+        pool::run(move |_| solve_guarded(&game, &tables, winner_only)).await?
+    }
+
+    /// Solves one problem (which may have failed to convert), counting it.
+    pub async fn solve_one(&self, problem: Problem, winner_only: bool) -> Result<Outcome, ProblemError> {
+        let label = label(&problem);
+        let result = match problem {
+            Ok(game) => self.solve(game, winner_only).await,
+            Err(err) => Err(err),
+        };
+        if let Some(mut tally) = self.tally() {
+            tally.record(label, &result);
+        }
+        result
+    }
+
+    /// Solves a batch, counting every problem: one `finish(tag, result)` per problem, in
+    /// the same order. `tag` is what a door carries beside each problem (its id); `finish`
+    /// runs on the solving thread, so that a door's encoding is spread over the pool too.
+    pub async fn solve_batch<M, T, F>(
+        &self,
+        problems: Vec<(M, Problem)>,
+        winner_only: bool,
+        finish: F,
+    ) -> Result<Vec<T>, PoolError>
+    where
+        M: Send + 'static,
+        T: Send + 'static,
+        F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
+    {
+        let mut problems: Vec<_> =
+            problems.into_iter().map(|(tag, problem)| (label(&problem), tag, problem)).collect();
+        if let Err(err) = self.prepare(games(&problems)).await {
+            // A table could not grow: only the problems that needed it fail.
+            for (_, _, game) in &mut problems {
+                if game.as_ref().is_ok_and(|game| self.tables.needs_extension(game).is_some()) {
+                    *game = Err(err.clone().into());
+                }
+            }
+        }
+        self.tables.preload(games(&problems));
+        let work: usize = problems.iter().map(|(_, _, game)| game.as_ref().map_or(1, Game::work)).sum();
+        // Each problem is counted in a tally of its task, added to the metrics at its end.
+        let tally = {
+            let observer = self.observer.clone();
+            move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
+        };
+        let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (label, tag, game): Tagged<M>| {
+            let result = game.and_then(|game| solve_guarded(&game, tables, winner_only));
+            if let Some(tally) = tally {
+                tally.record(label, &result);
+            }
+            finish(tag, result)
+        };
+        if work <= self.config.inline_work {
+            let mut tally = tally();
+            return Ok(problems.into_iter().map(|p| solve_one(&self.tables, &mut tally, p)).collect());
+        }
+        let tables = Arc::clone(&self.tables);
+        pool::run(move |caller| {
+            problems
+                .into_par_iter()
+                .with_min_len(MIN_PROBLEMS_PER_TASK)
+                .map_init(tally, |tally, problem| match caller.is_gone() {
+                    // Nobody will read the rest: answer it cheaply and let the job end.
+                    true => {
+                        solve_one(&tables, &mut None, (problem.0, problem.1, Err(PoolError::Gone.into())))
+                    }
+                    false => solve_one(&tables, tally, problem),
+                })
+                .collect()
+        })
+        .await
+    }
+}
+
+/// A batch's problem as the solver takes it: its metrics label, the door's tag and its game.
+type Tagged<M> = (&'static str, M, Problem);
+
+/// The games of a batch's problems that converted.
+fn games<M>(problems: &[Tagged<M>]) -> impl Iterator<Item = &Game> + '_ {
+    problems.iter().filter_map(|(_, _, game)| game.as_ref().ok())
+}
+
+/// Solves `game`, turning a panic into an error for this problem alone.
+/// With `winner_only`, no move is looked for ([`Game::winner`]).
+fn solve_guarded(game: &Game, tables: &Tables, winner_only: bool) -> Result<Outcome, ProblemError> {
+    let solved = catch_unwind(AssertUnwindSafe(|| match winner_only {
+        true => game.winner(tables),
+        false => game.solve(tables),
+    }));
+    solved
+        .map_err(|_| {
+            ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind().name())))
+        })?
+        .map_err(Into::into)
+}
