@@ -71,12 +71,9 @@ impl ProblemError {
             ProblemError::MissingProblem => Some("problem"),
             ProblemError::MissingGame => Some("problem.game"),
             ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
-                Some("problem.sum_game.num")
+                Some(GameKind::SumGame.input_path())
             }
-            ProblemError::Solve(SolveError::OutOfRange { game, .. }) => Some(match game {
-                GameKind::NimSquare => "problem.nim_square.piles",
-                _ => "problem.stone_game_iv.n",
-            }),
+            ProblemError::Solve(SolveError::OutOfRange { game, .. }) => Some(game.input_path()),
             ProblemError::Pool(_) => None,
         }
     }

@@ -7,6 +7,8 @@
 //!   rest of the crate asks of a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
 //! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
+//! - [`columnar`]: the columnar contract (Arrow ⇄ domain): the columns, types and Flight
+//!   descriptors that the Flight door and the bulk client's Parquet path agree on.
 //! - [`codec`]: the gRPC codec: prost, with a one-pass decoder for batches of problems
 //!   and solutions that gives way to prost for anything unusual, and encoders that write
 //!   prost's bytes.
@@ -30,6 +32,7 @@
 pub mod allocator;
 pub mod client;
 pub mod codec;
+pub mod columnar;
 pub mod convert;
 pub mod games;
 pub mod grundy_table_file;

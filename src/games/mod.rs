@@ -111,38 +111,78 @@ impl GameKind {
     pub const ALL: [GameKind; 4] =
         [GameKind::SumGame, GameKind::StoneGameIx, GameKind::StoneGameIv, GameKind::NimSquare];
 
-    /// (metrics and log label, name in messages, JSON field, `gen --mix` key).
-    const fn facts(self) -> (&'static str, &'static str, &'static str, &'static str) {
-        match self {
-            GameKind::SumGame => ("sum_game", "sum game", "sumGame", "sum"),
-            GameKind::StoneGameIx => ("stone_game_ix", "stone game ix", "stoneGameIx", "ix"),
-            GameKind::StoneGameIv => ("stone_game_iv", "stone game iv", "stoneGameIv", "iv"),
-            GameKind::NimSquare => ("nim_square", "nim square", "nimSquare", "nim"),
-        }
+    /// Every name the crate gives the game, in one row a game.
+    const fn facts(self) -> GameFacts {
+        let (label, name, json_field, mix_key, input, input_path) = match self {
+            GameKind::SumGame => ("sum_game", "sum game", "sumGame", "sum", "num", "problem.sum_game.num"),
+            GameKind::StoneGameIx => (
+                "stone_game_ix",
+                "stone game ix",
+                "stoneGameIx",
+                "ix",
+                "stones",
+                "problem.stone_game_ix.stones",
+            ),
+            GameKind::StoneGameIv => {
+                ("stone_game_iv", "stone game iv", "stoneGameIv", "iv", "n", "problem.stone_game_iv.n")
+            }
+            GameKind::NimSquare => {
+                ("nim_square", "nim square", "nimSquare", "nim", "piles", "problem.nim_square.piles")
+            }
+        };
+        GameFacts { label, name, json_field, mix_key, input, input_path }
     }
 
     /// The label in metrics and structured logs, as the proto's field name: `sum_game`.
+    /// Also the game's name in a Flight descriptor.
     pub const fn label(self) -> &'static str {
-        self.facts().0
+        self.facts().label
     }
 
     /// The name in messages: `sum game`.
     pub const fn name(self) -> &'static str {
-        self.facts().1
+        self.facts().name
     }
 
     /// The problem's JSON field (proto3 JSON mapping): `sumGame`.
     pub const fn json_field(self) -> &'static str {
-        self.facts().2
+        self.facts().json_field
     }
 
     /// The short key of `gamesolver-client gen --mix`: `sum`.
     pub const fn mix_key(self) -> &'static str {
-        self.facts().3
+        self.facts().mix_key
+    }
+
+    /// The game's input, as the proto names its one field and a table names its column:
+    /// `num`, `stones`, `n`, `piles`.
+    pub const fn input(self) -> &'static str {
+        self.facts().input
+    }
+
+    /// The input's path from a request's `problem`, the field an error about it blames:
+    /// `problem.sum_game.num`.
+    pub const fn input_path(self) -> &'static str {
+        self.facts().input_path
+    }
+
+    /// The game whose label (or input column) is `name`.
+    pub fn from_label(name: &str) -> Option<GameKind> {
+        GameKind::ALL.into_iter().find(|kind| kind.label() == name)
     }
 }
 
-/// One problem of any of the three games, owning its input.
+/// A game's names; see [`GameKind`]'s accessors.
+struct GameFacts {
+    label: &'static str,
+    name: &'static str,
+    json_field: &'static str,
+    mix_key: &'static str,
+    input: &'static str,
+    input_path: &'static str,
+}
+
+/// One problem of any of the four games, owning its input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Game {
     /// A Sum Game string of digits and '?'.
@@ -284,6 +324,23 @@ pub enum SolveError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn every_game_has_every_name_and_no_two_share_one() {
+        let distinct =
+            |names: Vec<&str>| names.iter().collect::<std::collections::HashSet<_>>().len() == names.len();
+        for facts in
+            [GameKind::label, GameKind::name, GameKind::json_field, GameKind::mix_key, GameKind::input_path]
+        {
+            let names: Vec<_> = GameKind::ALL.map(facts).into();
+            assert!(names.iter().all(|name| !name.is_empty()) && distinct(names.clone()), "{names:?}");
+        }
+        for kind in GameKind::ALL {
+            assert_eq!(kind.input_path(), format!("problem.{}.{}", kind.label(), kind.input()));
+            assert_eq!(GameKind::from_label(kind.label()), Some(kind));
+        }
+        assert_eq!(GameKind::from_label("chess"), None);
+    }
 
     proptest! {
         /// Any string at all gets an answer or an error that points at the offending

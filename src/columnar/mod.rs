@@ -1,0 +1,270 @@
+//! The columnar contract: the columns, types and descriptors that the Arrow Flight door
+//! and the bulk client's Parquet, Arrow IPC and CSV path agree on.
+//!
+//! A table of problems has one input column a game, named as the proto names the game's
+//! one field (`num`, `stones`, `n`, `piles`, from [`GameKind::input`]), and an optional
+//! `id` of any type that is echoed back unchanged. A table of solutions has the `id` (when
+//! given), `alice_wins`, the move as nullable columns named after the proto's move fields
+//! with a `move_` prefix, `nim_value` for Nim Square, and `error_reason` and
+//! `error_message`, null on the rows that were solved. `docs/api.md` documents the same.
+//!
+//! A Flight exchange names what it solves in its descriptor's path: one game's label
+//! (`["stone_game_iv"]`), or `["mixed"]`, where each row's game is the one input column
+//! that is not null; a second element `winner_only` skips the moves.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema};
+
+use crate::games::GameKind;
+
+/// The optional column echoed from each problem to its solution.
+pub const ID: &str = "id";
+/// True when Alice, who moves first, wins; null on an error row.
+pub const ALICE_WINS: &str = "alice_wins";
+/// Sum Game: the byte index of the `?` to fill; Stone Game IX: the stone to remove.
+pub const MOVE_INDEX: &str = "move_index";
+/// Sum Game: the digit to write.
+pub const MOVE_DIGIT: &str = "move_digit";
+/// Nim Square: the pile to take from.
+pub const MOVE_PILE: &str = "move_pile";
+/// Stone Game IV and Nim Square: the square number of stones to take.
+pub const MOVE_TAKE: &str = "move_take";
+/// Nim Square: the position's nim value (0 exactly when Bob wins).
+pub const NIM_VALUE: &str = "nim_value";
+/// The error's stable reason (as `ErrorInfo.reason`), null when the row was solved.
+pub const ERROR_REASON: &str = "error_reason";
+/// The error's message, null when the row was solved.
+pub const ERROR_MESSAGE: &str = "error_message";
+
+/// The descriptor path element that asks for each row's own game.
+pub const MIXED: &str = "mixed";
+/// The optional second descriptor path element that skips the moves.
+pub const WINNER_ONLY: &str = "winner_only";
+
+/// What one exchange solves: one game, or each row's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Games {
+    /// Every row is a problem of this game, in its input column.
+    One(GameKind),
+    /// Each row's game is the one game input column that is not null.
+    Mixed,
+}
+
+impl Games {
+    /// Every choice a descriptor can name: the four games, then `mixed`.
+    pub const ALL: [Games; 5] = [
+        Games::One(GameKind::SumGame),
+        Games::One(GameKind::StoneGameIx),
+        Games::One(GameKind::StoneGameIv),
+        Games::One(GameKind::NimSquare),
+        Games::Mixed,
+    ];
+
+    /// The games whose input columns a table of these problems may hold.
+    pub fn kinds(self) -> &'static [GameKind] {
+        match self {
+            Games::One(GameKind::SumGame) => &[GameKind::SumGame],
+            Games::One(GameKind::StoneGameIx) => &[GameKind::StoneGameIx],
+            Games::One(GameKind::StoneGameIv) => &[GameKind::StoneGameIv],
+            Games::One(GameKind::NimSquare) => &[GameKind::NimSquare],
+            Games::Mixed => &GameKind::ALL,
+        }
+    }
+
+    /// The descriptor path element: the game's label, or `mixed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Games::One(kind) => kind.label(),
+            Games::Mixed => MIXED,
+        }
+    }
+}
+
+/// A Flight descriptor's path, parsed: what is solved and whether moves are wanted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Descriptor {
+    /// What the exchange solves.
+    pub games: Games,
+    /// No moves are looked for; the move columns are then all null.
+    pub winner_only: bool,
+}
+
+/// Why a descriptor path names nothing this server solves.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DescriptorError {
+    /// The path is empty, or not a path at all.
+    #[error("the descriptor's path must name a game: one of {}", names())]
+    NoGame,
+    /// The first element is no game.
+    #[error("unknown game {game:?} in the descriptor: expected one of {expected}", expected = names())]
+    UnknownGame {
+        /// The path's first element.
+        game: String,
+    },
+    /// A second element other than `winner_only`, or more than two.
+    #[error("unexpected {0:?} in the descriptor's path: after the game, only {WINNER_ONLY:?} may follow")]
+    UnknownOption(String),
+}
+
+/// The names a descriptor may start with, for messages.
+fn names() -> String {
+    Games::ALL.map(Games::name).join(", ")
+}
+
+impl Descriptor {
+    /// Parses a descriptor's path: `[game]` or `[game, "winner_only"]`.
+    pub fn parse<S: AsRef<str>>(path: &[S]) -> Result<Descriptor, DescriptorError> {
+        let mut parts = path.iter().map(AsRef::as_ref);
+        let game = parts.next().ok_or(DescriptorError::NoGame)?;
+        let games = match game {
+            MIXED => Games::Mixed,
+            label => Games::One(
+                GameKind::from_label(label)
+                    .ok_or_else(|| DescriptorError::UnknownGame { game: label.to_owned() })?,
+            ),
+        };
+        let winner_only = match parts.next() {
+            None => false,
+            Some(WINNER_ONLY) => true,
+            Some(other) => return Err(DescriptorError::UnknownOption(other.to_owned())),
+        };
+        if let Some(extra) = parts.next() {
+            return Err(DescriptorError::UnknownOption(extra.to_owned()));
+        }
+        Ok(Descriptor { games, winner_only })
+    }
+
+    /// The descriptor's path, as [`Descriptor::parse`] reads it.
+    pub fn path(&self) -> Vec<String> {
+        let mut path = vec![self.games.name().to_owned()];
+        if self.winner_only {
+            path.push(WINNER_ONLY.to_owned());
+        }
+        path
+    }
+}
+
+/// The canonical type of a game's input column; [`input_schema`] describes what else is
+/// accepted.
+pub fn input_type(kind: GameKind) -> DataType {
+    match kind {
+        GameKind::SumGame => DataType::Utf8,
+        GameKind::StoneGameIv => DataType::UInt64,
+        GameKind::StoneGameIx | GameKind::NimSquare => {
+            DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, false)))
+        }
+    }
+}
+
+/// The canonical schema of a table of `games` problems: `id` (utf8 here, though any type
+/// is echoed), then each game's input column, all nullable.
+///
+/// Also accepted: `large_utf8`, `utf8_view` and dictionaries of them for `num`; any
+/// integer type for `n` and inside the lists (a negative value is that row's error);
+/// `large_list` and `fixed_size_list` for `stones` and `piles`; sliced arrays.
+pub fn input_schema(games: Games) -> Schema {
+    let mut fields = vec![Field::new(ID, DataType::Utf8, true)];
+    fields.extend(games.kinds().iter().map(|&kind| Field::new(kind.input(), input_type(kind), true)));
+    Schema::new(fields)
+}
+
+/// The move and value columns a game's solutions fill.
+fn answer_columns(kind: GameKind) -> &'static [&'static str] {
+    match kind {
+        GameKind::SumGame => &[MOVE_INDEX, MOVE_DIGIT],
+        GameKind::StoneGameIx => &[MOVE_INDEX],
+        GameKind::StoneGameIv => &[MOVE_TAKE],
+        GameKind::NimSquare => &[MOVE_PILE, MOVE_TAKE, NIM_VALUE],
+    }
+}
+
+/// Every answer column in the order a table of solutions holds them, with its type.
+const ANSWER_COLUMNS: [(&str, DataType); 5] = [
+    (MOVE_INDEX, DataType::UInt64),
+    (MOVE_DIGIT, DataType::UInt32),
+    (MOVE_PILE, DataType::UInt64),
+    (MOVE_TAKE, DataType::UInt64),
+    (NIM_VALUE, DataType::UInt32),
+];
+
+/// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
+/// they have one), `alice_wins`, the answer columns `games` fill, then the error columns;
+/// every column nullable.
+pub fn output_schema(games: Games, id: Option<&Field>) -> Schema {
+    let mut fields: Vec<Field> =
+        id.map(|id| Field::new(ID, id.data_type().clone(), true)).into_iter().collect();
+    fields.push(Field::new(ALICE_WINS, DataType::Boolean, true));
+    let used = |name: &str| games.kinds().iter().any(|&kind| answer_columns(kind).contains(&name));
+    fields.extend(
+        ANSWER_COLUMNS
+            .iter()
+            .filter(|(name, _)| used(name))
+            .map(|(name, ty)| Field::new(*name, ty.clone(), true)),
+    );
+    fields.push(Field::new(ERROR_REASON, DataType::Utf8, true));
+    fields.push(Field::new(ERROR_MESSAGE, DataType::Utf8, true));
+    Schema::new(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_parse_and_print_back() {
+        for games in Games::ALL {
+            for winner_only in [false, true] {
+                let descriptor = Descriptor { games, winner_only };
+                assert_eq!(Descriptor::parse(&descriptor.path()), Ok(descriptor));
+            }
+        }
+        assert_eq!(Descriptor::parse::<&str>(&[]), Err(DescriptorError::NoGame));
+        let err = Descriptor::parse(&["chess"]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown game \"chess\" in the descriptor: expected one of sum_game, stone_game_ix, stone_game_iv, nim_square, mixed"
+        );
+        assert_eq!(
+            Descriptor::parse(&["n", "moves"]),
+            Err(DescriptorError::UnknownGame { game: "n".into() })
+        );
+        assert_eq!(
+            Descriptor::parse(&["nim_square", "moves"]),
+            Err(DescriptorError::UnknownOption("moves".into()))
+        );
+        assert_eq!(
+            Descriptor::parse(&["nim_square", "winner_only", "x"]),
+            Err(DescriptorError::UnknownOption("x".into()))
+        );
+    }
+
+    #[test]
+    fn each_game_has_its_own_answer_columns_and_mixed_has_them_all() {
+        let names = |schema: Schema| schema.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
+        let id = Field::new(ID, DataType::Int64, false);
+        assert_eq!(
+            names(output_schema(Games::One(GameKind::NimSquare), Some(&id))),
+            ["id", "alice_wins", "move_pile", "move_take", "nim_value", "error_reason", "error_message"]
+        );
+        assert_eq!(
+            names(output_schema(Games::One(GameKind::SumGame), None)),
+            ["alice_wins", "move_index", "move_digit", "error_reason", "error_message"]
+        );
+        assert_eq!(
+            names(output_schema(Games::Mixed, None)),
+            [
+                "alice_wins",
+                "move_index",
+                "move_digit",
+                "move_pile",
+                "move_take",
+                "nim_value",
+                "error_reason",
+                "error_message"
+            ]
+        );
+        assert_eq!(output_schema(Games::Mixed, Some(&id)).field(0).data_type(), &DataType::Int64);
+        assert_eq!(names(input_schema(Games::Mixed)), ["id", "num", "stones", "n", "piles"]);
+    }
+}
