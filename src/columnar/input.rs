@@ -187,8 +187,8 @@ impl<'a> Input<'a> {
 
 /// A string column: utf8, large_utf8, utf8_view, or a dictionary of one of them.
 struct Strings<'a> {
-    /// A dictionary's keys (as indices into `values`) and their nulls.
-    keys: Option<(Vec<usize>, Option<&'a NullBuffer>)>,
+    /// A dictionary's keys: indices into `values`.
+    keys: Option<Integers<'a>>,
     values: StringValues<'a>,
 }
 
@@ -209,6 +209,14 @@ impl<'a> StringValues<'a> {
         })
     }
 
+    fn len(&self) -> usize {
+        match self {
+            StringValues::Utf8(array) => array.len(),
+            StringValues::LargeUtf8(array) => array.len(),
+            StringValues::Utf8View(array) => array.len(),
+        }
+    }
+
     fn get(&self, index: usize) -> Option<&'a str> {
         match self {
             StringValues::Utf8(array) => array.is_valid(index).then(|| array.value(index)),
@@ -221,7 +229,7 @@ impl<'a> StringValues<'a> {
 impl<'a> Strings<'a> {
     fn of(array: &'a dyn Array) -> Option<Self> {
         if let Some(dictionary) = array.as_any_dictionary_opt() {
-            let keys = (dictionary.normalized_keys(), dictionary.keys().nulls());
+            let keys = Integers::of(dictionary.keys())?;
             return Some(Strings {
                 keys: Some(keys),
                 values: StringValues::of(dictionary.values().as_ref())?,
@@ -234,8 +242,13 @@ impl<'a> Strings<'a> {
     fn get(&self, row: usize) -> Option<&'a str> {
         match &self.keys {
             None => self.values.get(row),
-            Some((_, Some(nulls))) if nulls.is_null(row) => None,
-            Some((keys, _)) => self.values.get(keys[row]),
+            Some(keys) if keys.is_null(row) => None,
+            // A valid array's keys are within its values (its dictionary may be empty
+            // when every key is null).
+            Some(keys) => {
+                let key = usize::try_from(keys.values.get(row).ok()?).ok()?;
+                (key < self.values.len()).then(|| self.values.get(key))?
+            }
         }
     }
 }
@@ -431,6 +444,13 @@ mod tests {
             Arc::new(StringViewArray::from(values.to_vec())),
             Arc::new(dictionary.finish()),
         ];
+        let mut nulls = StringDictionaryBuilder::<Int16Type>::new();
+        nulls.append_nulls(2);
+        let null = Err(ProblemError::NullInput { game: GameKind::SumGame, index: None });
+        assert_eq!(
+            read(vec![("num", Arc::new(nulls.finish()))], Games::One(GameKind::SumGame)).unwrap(),
+            [null.clone(), null]
+        );
         for column in columns {
             let games = Games::One(GameKind::SumGame);
             assert_eq!(
