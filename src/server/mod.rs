@@ -1,7 +1,6 @@
 //! The whole gRPC server as one type: the solver service and its Arrow Flight door,
-//! health, reflection, limits,
-//! TLS, metrics, connection ageing, gRPC-Web for browsers (behind `--grpc-web`) and the
-//! Stone Game IV table's lifecycle.
+//! health, reflection, limits, TLS, metrics, connection ageing, gRPC-Web for browsers
+//! (behind `--grpc-web`) and the Stone Game IV table's lifecycle.
 //!
 //! [`Server::bind`] does everything that can fail (TLS files, the table file, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until

@@ -4,7 +4,7 @@
 //! problems (the first message carries the descriptor, `[game]` or `["mixed"]`, optionally
 //! followed by `winner_only`), and each batch is answered by exactly one batch of
 //! solutions of the same length, rows in the same order, through the same read-ahead
-//! bound, window and idle timeout ([`super::stream`]) and the same fan-out. The columns
+//! bound, window and idle timeout (`service::stream`) and the same fan-out. The columns
 //! and types are [`columnar`]'s. `ListFlights`, `GetFlightInfo` and `GetSchema` describe
 //! them; every other Flight method is `UNIMPLEMENTED`.
 //!
