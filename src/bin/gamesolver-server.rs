@@ -1,4 +1,4 @@
-//! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::serve`].
+//! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::Server`].
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,10 +8,13 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
-/// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
+/// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
+/// Square exactly.
 ///
 /// Every flag can also be set in the environment as GAMESOLVER_<FLAG> (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
+// The doc is the --help text too, where <FLAG> reads as it should.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Args {
