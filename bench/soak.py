@@ -238,9 +238,10 @@ def report(name, server, before):
 def probe_idle_connections(server):
     print("5,000 TCP connections that never send the HTTP/2 preface", flush=True)
     before = server.rss()
-    # One client (127.0.0.2) opens them all: it holds its share (--max-connections-per-peer,
-    # 1,024), the rest are closed at once. The bystander is another client (127.0.0.1);
-    # one from the attacker's own address would be refused with them, by design.
+    # One client (127.0.0.2) opens them all: alone, it may hold every connection
+    # (--max-connections, 4,096), and the rest are closed at once. The bystander is another
+    # client (127.0.0.1), within its fair share, for which one of them makes way; one from
+    # the attacker's own address would be refused with them, by design.
     sockets = [socket.create_connection((server.host, server.port), timeout=10, source_address=("127.0.0.2", 0))
                for _ in range(5000)]
     took = health(server)

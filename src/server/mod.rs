@@ -200,7 +200,7 @@ impl Server {
             .add_service(Self::solver_service(&config, tables, &metrics));
 
         if let Some(listener) = metrics_listener {
-            let limits = config.observability.endpoint_limits();
+            let limits = config.observability.endpoint_limits(config.limits.grouping());
             tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
         iv_table.precompute_in_background(config.iv_table.precompute);
@@ -334,6 +334,7 @@ impl Server {
         let limits = accept::ConnectionLimits {
             max_connections: config.limits.max_connections,
             max_connections_per_peer: config.limits.max_connections_per_peer,
+            grouping: config.limits.grouping(),
             idle_under_pressure: config.limits.idle_under_pressure.0,
             handshake_timeout: config.limits.handshake_timeout.0,
             idle_timeout: config.limits.connection_idle_timeout.0,
