@@ -36,9 +36,14 @@ async fn answered(client: &mut Client, id: &str) {
 
 /// A raw TCP connection to `server` from `ip`.
 async fn connect_from(server: &TestServer, ip: [u8; 4]) -> TcpStream {
+    connect_to(server.addr, ip).await
+}
+
+/// A raw TCP connection to `addr` from `ip`.
+async fn connect_to(addr: SocketAddr, ip: [u8; 4]) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::from((ip, 0))).unwrap();
-    socket.connect(server.addr).await.unwrap()
+    socket.connect(addr).await.unwrap()
 }
 
 /// Reads until the server closes `socket`, within the patience.
@@ -188,10 +193,15 @@ async fn still_open((send, mut answers): HeldStream) -> Result<(), Status> {
     }
 }
 
-/// A health check on a new connection from `ip`, as a liveness probe makes.
+/// A health check on a new connection from `ip` to `server`, as a liveness probe makes.
 async fn probe(server: &TestServer, ip: [u8; 4]) {
+    probe_at(server.addr, ip).await;
+}
+
+/// A health check on a new connection from `ip` to `addr`.
+async fn probe_at(addr: SocketAddr, ip: [u8; 4]) {
     let check = async {
-        let mut health = HealthClient::new(server.channel_from(ip).await);
+        let mut health = HealthClient::new(common::channel_from(addr, ip).await);
         health.check(HealthCheckRequest { service: String::new() }).await
     };
     let serving = tokio::time::timeout(PATIENCE, check).await.expect("the probe connected and was answered");
@@ -362,4 +372,78 @@ async fn a_stalled_message_holding_the_whole_budget_makes_way_for_a_newcomer() {
     assert_eq!(header("grpc-status").as_deref(), Some("8"));
     assert_eq!(header("grpc-message").map(|m| m.replace("%20", " ")).as_deref(), Some(PREEMPTED));
     drop(body);
+}
+
+/// A server process, killed when dropped, a failed assertion included.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn under_a_low_open_file_limit_the_connection_bound_follows_it_and_a_bystander_gets_in() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+
+    // Room for this test's own sockets, whatever the shell's limit.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"));
+    command
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the child only calls setrlimit, which is
+    // async-signal-safe. A hard limit of 256 too: the server cannot raise it.
+    unsafe {
+        command.pre_exec(|| rlimit::setrlimit(rlimit::Resource::NOFILE, 256, 256));
+    }
+    let mut server = Killed(command.spawn().unwrap());
+    let child = &mut server.0;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let mut stderr = child.stderr.take().unwrap();
+    let sink = Arc::clone(&log);
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let addr: SocketAddr =
+        line.trim().strip_prefix("listening on ").expect("the server started").parse().unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let flooded = runtime.block_on(async {
+        // One client holds more silent connections than the descriptors allow.
+        let mut flood = Vec::new();
+        for _ in 0..300 {
+            let mut tcp = connect_to(addr, [127, 0, 0, 2]).await;
+            // Beyond the bound, the server may have closed it already.
+            let _ = tcp.write_all(PREFACE).await;
+            let _ = tcp.write_all(SETTINGS).await;
+            flood.push(tcp);
+        }
+        // A bystander's connection, accepted after all of them, gets in.
+        probe_at(addr, [127, 0, 0, 3]).await;
+        flood
+    });
+    // Stopped, and its log read to the end.
+    drop(server);
+    reader.join().unwrap();
+    drop(flooded);
+    let log = log.lock().unwrap().clone();
+    // 256 less 64 kept for the rest is 192 descriptors: 171 connections, and 21 for
+    // those closing (an eighth).
+    assert!(log.contains("--max-connections lowered to fit the open-file limit"), "{log}");
+    assert!(log.contains("asked=4096 max_connections=171 open_files=256"), "{log}");
+    assert!(log.contains("open_files=256 kept=64 max_connections=171"), "{log}");
+    assert!(!log.contains("accept failed"), "{log}");
 }

@@ -20,7 +20,9 @@
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
 //!
 //! How a connection is closed (a GOAWAY, then end of input) is [`super::transport`]'s.
-//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning.
+//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning; the
+//! connection bound is fitted under the open-file limit ([`super::open_files`]) so that
+//! they are rare.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -60,7 +62,7 @@ const ACCEPTS_PER_POLL: usize = 64;
 /// Connections the accept loop lets be open at once for a bound of `max_connections`:
 /// an eighth more (at least one), for connections taken back that are still closing.
 pub(crate) fn hard_slots(max_connections: usize) -> usize {
-    max_connections + (max_connections / 8).max(1)
+    max_connections.saturating_add((max_connections / 8).max(1))
 }
 
 /// Bounds on connections; see the module docs.
@@ -315,20 +317,6 @@ async fn close_refused(io: &mut (impl AsyncRead + AsyncWrite + Unpin)) {
         Ok::<_, io::Error>(())
     };
     let _ = tokio::time::timeout(REFUSED_DRAIN.1, drain).await;
-}
-
-/// Raises this process's open-file soft limit to its hard limit, so that the connection
-/// cap, not the default 1,024 descriptors, is what bounds connections. Returns the new
-/// soft limit.
-pub fn raise_open_file_limit() -> io::Result<u64> {
-    #[cfg(unix)]
-    {
-        rlimit::increase_nofile_limit(u64::MAX)
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(0)
-    }
 }
 
 #[cfg(test)]

@@ -38,13 +38,13 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
+mod open_files;
 mod process_metrics;
 mod tables;
 pub mod tls;
 mod traces;
 mod transport;
 
-pub use accept::raise_open_file_limit;
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
@@ -112,8 +112,10 @@ pub struct Server {
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
     /// them: the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
-    /// first call is answered from it), then the ports. Nothing is served yet.
-    pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+    /// first call is answered from it), then the ports. Nothing is served yet; the
+    /// open-file limit is raised and `--max-connections` fitted under it first.
+    pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
+        open_files::fit_connections(&mut config);
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
