@@ -252,6 +252,38 @@ async fn five_heavy_clients_holding_streams_cannot_keep_a_newcomer_out() {
 }
 
 #[tokio::test]
+async fn twenty_heavy_clients_cannot_refuse_a_bystander_a_single_call() {
+    // The 200 addresses x 2 connections x 512 streams, where 170 of 255 bystander
+    // Solves were refused: here 20 addresses x 2 connections x 8 streams against 64 calls.
+    let config = limits(|limits| limits.max_calls = 64);
+    let server = TestServer::start(config).await;
+    let mut held = Vec::new();
+    for ip in 10..30 {
+        for _ in 0..2 {
+            let mut attacker = server.client_from([127, 0, 0, ip]).await;
+            for _ in 0..8 {
+                held.extend(hold_stream(&mut attacker).await.ok());
+            }
+        }
+    }
+    let mut bystander = server.client_from([127, 0, 0, 7]).await;
+    for n in 0..10 {
+        answered(&mut bystander, &format!("bystander {n}")).await;
+    }
+    // The first Solve took a stream's place and gave it back; none was needed after.
+    let mut open = 0;
+    for stream in held {
+        match still_open(stream).await {
+            Ok(()) => open += 1,
+            Err(status) => {
+                assert_eq!((status.code(), status.message()), (Code::ResourceExhausted, PREEMPTED))
+            }
+        }
+    }
+    assert_eq!(open, 64 - 1);
+}
+
+#[tokio::test]
 async fn a_lone_client_may_use_all_the_calls_nobody_else_wants() {
     // The 2,000 streams from one client on an idle server (4,096 calls, 1,024 a
     // connection): none is refused, nor a unary call beside them.
