@@ -10,9 +10,10 @@
 //! 1. gets it if it fits under the limit: with capacity to spare, a lone client may use
 //!    all of it (a per-client cap, off by default, bounds it further);
 //! 2. else gets it if it then holds no more than its fair share: the room is taken back
-//!    from the client holding the most, the holding it misses least first (an idle
-//!    connection before a busy one, the longest-held first), and that holding ends: the
-//!    connection closes, the call ends with `RESOURCE_EXHAUSTED`;
+//!    from the client holding the most, in the order its holders set ([`Holder`]: an idle
+//!    connection before a busy one, the longest idle first; the longest-running call
+//!    first), and that holding ends: the connection closes, the call ends with
+//!    `RESOURCE_EXHAUSTED`;
 //! 3. else is refused (a connection, a call) or waits until something is given back
 //!    (request bytes).
 //!

@@ -186,7 +186,8 @@ impl CallHandle {
 }
 
 impl Holder for CallHandle {
-    /// The longest-running call first.
+    /// The longest-running call first: a call held open on purpose is among the oldest,
+    /// while a call doing work is usually short.
     fn precedence(&self) -> (usize, Instant) {
         (0, self.started)
     }
