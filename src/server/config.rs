@@ -168,7 +168,7 @@ pub struct Http2Config {
     #[arg(long)]
     pub grpc_web: bool,
     /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
-    /// https://app.example.com, no path); repeat the flag, or separate with commas, for
+    /// `https://app.example.com`, no path); repeat the flag, or separate with commas, for
     /// more. Other origins get no CORS grant.
     #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
     pub grpc_web_origin: Vec<String>,
