@@ -77,8 +77,8 @@ async fn beyond_a_clients_connection_share_a_connection_is_closed_and_other_clie
     let _ = third.write_all(PREFACE).await;
     let _ = third.write_all(SETTINGS).await;
     closed_by_server(&mut third).await;
-    // The connection already open is served meanwhile, and so is another client, from
-    // the reserve.
+    // The connection already open is served meanwhile, and so is another client, within
+    // its fair share: the silent connection, idle longest, makes way for it.
     assert!(solve(&mut client, sum("b", "11")).await.is_ok());
     let mut other = server.client_from([127, 0, 0, 2]).await;
     assert!(solve(&mut other, sum("c", "11")).await.is_ok());

@@ -138,10 +138,6 @@ fn check_config(config: &ServerConfig) -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    match server::raise_open_file_limit() {
-        Ok(limit) => tracing::info!(limit, "open-file limit"),
-        Err(err) => tracing::warn!(%err, "cannot raise the open-file limit"),
-    }
     // Signal handlers first, so that a script's early signal is not lost.
     let shutdown = shutdown_signal()?;
     let server = server::Server::bind(args.config).await?;

@@ -40,13 +40,13 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
+mod open_files;
 mod process_metrics;
 mod tables;
 pub mod tls;
 mod traces;
 mod transport;
 
-pub use accept::raise_open_file_limit;
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
@@ -114,8 +114,10 @@ pub struct Server {
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
     /// them: the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
-    /// first call is answered from it), then the ports. Nothing is served yet.
-    pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+    /// first call is answered from it), then the ports. Nothing is served yet; the
+    /// open-file limit is raised and `--max-connections` fitted under it first.
+    pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
+        open_files::fit_connections(&mut config);
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
@@ -208,7 +210,7 @@ impl Server {
             .add_service(Self::solver_service(&config, tables, &metrics));
 
         if let Some(listener) = metrics_listener {
-            let limits = config.observability.endpoint_limits();
+            let limits = config.observability.endpoint_limits(config.limits.grouping());
             tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
         iv_table.precompute_in_background(config.iv_table.precompute);
@@ -343,6 +345,7 @@ impl Server {
         let limits = accept::ConnectionLimits {
             max_connections: config.limits.max_connections,
             max_connections_per_peer: config.limits.max_connections_per_peer,
+            grouping: config.limits.grouping(),
             idle_under_pressure: config.limits.idle_under_pressure.0,
             handshake_timeout: config.limits.handshake_timeout.0,
             idle_timeout: config.limits.connection_idle_timeout.0,
