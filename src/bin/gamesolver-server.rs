@@ -11,7 +11,7 @@ use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 /// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
 /// Square exactly.
 ///
-/// Every flag can also be set in the environment as GAMESOLVER_<FLAG> (upper case, `-`
+/// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
 // The doc is the --help text too, where <FLAG> reads as it should.
 #[allow(rustdoc::invalid_html_tags)]
@@ -141,10 +141,6 @@ fn check_config(config: &ServerConfig) -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    match server::raise_open_file_limit() {
-        Ok(limit) => tracing::info!(limit, "open-file limit"),
-        Err(err) => tracing::warn!(%err, "cannot raise the open-file limit"),
-    }
     // Signal handlers first, so that a script's early signal is not lost.
     let shutdown = shutdown_signal()?;
     let server = server::Server::bind(args.config).await?;
