@@ -161,6 +161,13 @@ fn batches(
     })
 }
 
+/// The memory a batch holds while it is solved, as the read-ahead counts it: its Arrow
+/// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
+/// problems).
+fn weight(batch: &RecordBatch) -> usize {
+    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<crate::solver::Problem>()
+}
+
 /// Solves one batch of problems into its batch of solutions.
 async fn solve_batch(
     solver: &Solver,
@@ -311,7 +318,7 @@ impl FlightService for FlightSolverService {
         let budget = StreamBudget::new(config.batch_window, config.stream_in_flight_bytes);
         let idle = config.stream_idle_timeout.0;
         let requests = batches(request.into_inner());
-        let weigh = |(_, batch): &(Descriptor, RecordBatch)| batch.get_array_memory_size();
+        let weigh = |(_, batch): &(Descriptor, RecordBatch)| weight(batch);
         let answers = solve_in_order(requests, budget, idle, weigh, move |(descriptor, batch)| {
             let solver = Arc::clone(&solver);
             async move { solve_batch(&solver, descriptor, batch).await }
