@@ -13,8 +13,6 @@ use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
-// The doc is the --help text too, where <FLAG> reads as it should.
-#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Args {
