@@ -35,6 +35,8 @@ generated="$target/interop-generated.jsonl"
 for problems in examples/problems.jsonl examples/errors.jsonl "$generated"; do
   "$venv/bin/python" tests/interop/flight_pyarrow.py "$server" "$problems"
 done
+# The package's Flight helper, as Spark and Ray jobs call it: failover, lying servers.
+"$venv/bin/python" tests/interop/flight_helper.py "$server"
 
 # The package's example, as its README shows it, against a server of its own (stopped on
 # exit; at most 30 s for its address).
