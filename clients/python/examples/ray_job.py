@@ -43,8 +43,11 @@ def main() -> None:
 
     ray.init(include_dashboard=False, log_to_driver=False)
     problems = ray.data.read_parquet(args.input)
+    # A solver mostly waits on its server: half a CPU each leaves the readers and writers
+    # theirs (on 2 cores, whole CPUs for 2 solvers starve the Parquet read).
     answers = problems.map_batches(Solver, fn_constructor_args=(args.server, args.winner_only),
-                                   batch_format="pyarrow", batch_size=65536, concurrency=args.workers)
+                                   batch_format="pyarrow", batch_size=65536, concurrency=args.workers,
+                                   num_cpus=0.5)
     answers.write_parquet(args.output)
     ray.shutdown()
 
