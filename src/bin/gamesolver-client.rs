@@ -215,9 +215,13 @@ struct GenArgs {
     /// Nim Square pile sizes, `N` or `MIN..MAX`.
     #[arg(long, default_value_t = GenConfig::default().nim_n)]
     nim_n: SizeRange,
-    /// Output file (`-` or none: stdout).
+    /// Output file (`-` or none: stdout), in the format of its extension (.jsonl,
+    /// .parquet, .arrow, .arrows, .csv); JSON lines when it has none.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The output's format, whatever its name says.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    output_format: Option<FormatArg>,
 }
 
 /// `-o -` is stdout, as `-` is stdin for the input.
@@ -354,15 +358,23 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
         nim_piles: args.nim_piles,
         nim_n: args.nim_n,
     };
-    match &output_file(args.output) {
+    let output = output_file(args.output);
+    let format = Format::of_output(args.output_format.map(Format::from), output.as_deref(), Format::Jsonl);
+    let out: Box<dyn std::io::Write + Send> = match &output {
         Some(path) => {
             let file =
                 std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            gen::generate(&config, &mut std::io::BufWriter::with_capacity(1 << 20, file))
+            Box::new(std::io::BufWriter::with_capacity(1 << 20, file))
         }
-        None => {
-            gen::generate(&config, &mut std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+        None if format.is_binary() && std::io::stdout().is_terminal() => {
+            anyhow::bail!(
+                "refusing to write {format} to a terminal: give -o FILE, or --output-format jsonl or csv"
+            )
         }
+        None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout())),
+    };
+    match format {
+        Format::Jsonl => gen::generate(&config, &mut { out }).context("cannot write the problems"),
+        table => gen::generate_table(&config, table, out).context("cannot write the problems"),
     }
-    .context("cannot write the problems")
 }
