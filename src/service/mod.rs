@@ -3,14 +3,18 @@
 //!
 //! - [`grpc`]: the `GameSolverService` protobuf RPCs (gRPC-Web reaches it through a layer
 //!   of the server's).
+//! - [`flight`]: Arrow Flight's `DoExchange`, tables of problems in and of solutions out,
+//!   in the columns of [`crate::columnar`].
 //! - `stream`: what every streaming door shares: answers in request order, a bounded
 //!   read-ahead, the idle timeout.
 //!
 //! A door owns its encoding and nothing else: the limits, metrics and traces are the
 //! server's layers around every door, and the solving is the fan-out's.
 
+pub mod flight;
 pub mod grpc;
 pub(crate) mod stream;
 
+pub use flight::FlightSolverService;
 pub use grpc::GameSolverService;
 pub(crate) use stream::stream_idle_status;
