@@ -108,6 +108,10 @@ struct SolveArgs {
     /// within half of --max-message-bytes).
     #[arg(long, default_value_t = defaults().batch_rows)]
     batch_rows: NonZeroUsize,
+    /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
+    /// written before it stopped).
+    #[arg(long, default_value_t = defaults().row_group_rows)]
+    row_group_rows: NonZeroUsize,
     /// Encoded bytes per batch, about.
     #[arg(long, default_value_t = defaults().batch_bytes)]
     batch_bytes: NonZeroUsize,
@@ -299,6 +303,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         retry_for,
         batch_problems: args.batch_size,
         batch_rows: args.batch_rows,
+        row_group_rows: args.row_group_rows,
         batch_bytes: args.batch_bytes,
         connections: args.connections,
         window: args.window,

@@ -16,7 +16,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::client::format::Format;
-use crate::client::table::write::TableWriter;
+use crate::client::table::write::{TableWriter, ROW_GROUP_ROWS};
 use crate::columnar;
 use crate::games::GameKind;
 use crate::pb::{self, problem::Game};
@@ -189,7 +189,7 @@ pub fn generate_table(
     let mut fields = vec![Field::new(columnar::ID, DataType::Utf8, false)];
     fields.extend(kinds.iter().map(|&kind| Field::new(kind.input(), columnar::input_type(kind), true)));
     let schema = Arc::new(Schema::new(fields));
-    let mut writer = TableWriter::new(format, out, &schema, 0)?;
+    let mut writer = TableWriter::new(format, out, &schema, 0, ROW_GROUP_ROWS)?;
     let mut rows = ProblemRows::default();
     for problem in problems(config) {
         rows.push(problem);

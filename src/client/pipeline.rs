@@ -69,6 +69,8 @@ pub struct SolveConfig {
     pub batch_problems: NonZeroUsize,
     /// Rows per batch of a table, at most.
     pub batch_rows: NonZeroUsize,
+    /// Rows per row group of a Parquet output.
+    pub row_group_rows: NonZeroUsize,
     /// Encoded bytes per batch, about (a batch closes once it reaches this).
     pub batch_bytes: NonZeroUsize,
     /// Connections per server, each with one `SolveBatchStream` call.
@@ -109,6 +111,7 @@ impl Default for SolveConfig {
             // cores, so it is cheap to send and worth making large: tens of thousands of
             // rows a call, which also keeps the Parquet writer's pieces whole.
             batch_rows: nonzero(32 * 1024),
+            row_group_rows: nonzero(crate::client::table::write::ROW_GROUP_ROWS),
             // Two calls: a server solves a call's small batches on the one task that
             // reads the call, so one call keeps one of its cores busy; with two the last
             // batches drain on two (bench/client.sh decides; docs/performance.md).

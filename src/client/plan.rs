@@ -183,6 +183,10 @@ fn table_options(
         winner_only: config.winner_only,
         columns: config.columns.clone(),
         max_message_bytes,
+        row_group_rows: match output {
+            Format::Parquet => config.row_group_rows.get(),
+            _ => 0,
+        },
     }
 }
 
@@ -206,8 +210,9 @@ fn open_table_output(
     skip: impl FnOnce(&Path, &Saved) -> Result<Skipped, ResumeError>,
 ) -> Result<(TableOutput, (u64, u64)), ClientError> {
     let format = options.output_format;
+    let rows = config.row_group_rows.get();
     let writer = |out: Box<dyn Write + Send>| {
-        TableWriter::new(format, out, schema, 0).map_err(ClientError::table_output)
+        TableWriter::new(format, out, schema, 0, rows).map_err(ClientError::table_output)
     };
     let Some(path) = &config.output else {
         if config.resume {

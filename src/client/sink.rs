@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -32,6 +33,10 @@ use crate::client::table::resume::{self as table_resume, OpenedOutput, TableSide
 use crate::client::table::write::TableWriter;
 use crate::columnar::ERROR_REASON;
 use crate::pb;
+
+/// How long the writing thread waits for an answer before it looks whether a checkpoint
+/// is due.
+const IDLE_CHECKPOINT: Duration = Duration::from_millis(250);
 
 /// Where the writing thread puts each batch, in order.
 pub(crate) trait Sink<P>: Send {
@@ -63,7 +68,13 @@ pub(crate) fn write_answers<P>(
         if total == Some(order.batches_written()) {
             break input_failed.take().map_or(Ok(()), |err: InputError| Err(err.into()));
         }
-        match inbox.recv() {
+        match inbox.recv_timeout(IDLE_CHECKPOINT) {
+            // A run waiting on its input or a slow server still saves what it wrote.
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(err) = sink.checkpoint(false) {
+                    break Err(err);
+                }
+            }
             Ok(ToWriter::Answered(answered)) => {
                 let accepted = order.accept(answered, |next| {
                     let written = sink.write(next)?;
@@ -82,7 +93,9 @@ pub(crate) fn write_answers<P>(
                 input_failed = failed;
             }
             Ok(ToWriter::Stop) => break Err(ClientError::Aborted("stopped".into())),
-            Err(mpsc::RecvError) => break Err(ClientError::Aborted("every sender stopped".into())),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(ClientError::Aborted("every sender stopped".into()));
+            }
         }
     };
     // The connections may now close their calls.

@@ -52,6 +52,8 @@ pub struct TableOptions {
     /// Lines of a JSON-lines input longer than this are errors instead of answers (0 for a
     /// table input, whose output it does not change).
     pub max_message_bytes: usize,
+    /// Rows of a Parquet output's row groups (0 for other outputs).
+    pub row_group_rows: usize,
 }
 
 impl TableOptions {
@@ -187,6 +189,10 @@ fn compare(output: &Path, was: &TableOptions, now: &TableOptions) -> Result<(), 
         };
         return differ(flags(&was.columns), flags(&now.columns));
     }
+    if was.row_group_rows != now.row_group_rows {
+        let flag = |n: usize| format!("--row-group-rows {n}");
+        return differ(flag(was.row_group_rows), flag(now.row_group_rows));
+    }
     if was.max_message_bytes != now.max_message_bytes {
         let flag = |n: usize| format!("--max-message-bytes {n}");
         return differ(flag(was.max_message_bytes), flag(now.max_message_bytes));
@@ -266,6 +272,7 @@ pub fn create(spec: &OutputSpec<'_>) -> Result<OpenedOutput, ResumeError> {
         Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)),
         spec.schema,
         0,
+        spec.options.row_group_rows,
     )
     .map_err(|err| ResumeError::Io {
         action: "write",
@@ -322,6 +329,7 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
                 Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)),
                 spec.schema,
                 *bytes,
+                spec.options.row_group_rows,
             )
             .map_err(writer_error(&partial))?;
             let target = file.partial.clone();
@@ -339,6 +347,7 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
                 Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)),
                 spec.schema,
                 0,
+                spec.options.row_group_rows,
             )
             .map_err(writer_error(&target))?;
             read_back(format, &partial, spec.schema, recovery, rows, |batch| writer.write(&batch, &[]))

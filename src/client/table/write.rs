@@ -39,8 +39,8 @@ use super::csv;
 use crate::client::format::Format;
 use crate::pb;
 
-/// Rows of a Parquet row group: large enough for readers to scan well, small enough that
-/// the group being encoded stays a few megabytes.
+/// Rows of a Parquet row group, by default: large enough for readers to scan well, small
+/// enough that the group being encoded stays a few megabytes.
 pub const ROW_GROUP_ROWS: usize = 1 << 17;
 
 /// The Parquet encoder's write batch; rows are handed to it in pieces that start on its
@@ -146,19 +146,21 @@ fn from_parquet(err: ParquetError) -> ArrowError {
 
 impl TableWriter {
     /// A writer of `schema`'s rows in `format` to `out`, which already holds `start`
-    /// bytes of a text output being resumed (whose header is then not written again).
+    /// bytes of a text output being resumed (whose header is then not written again);
+    /// Parquet row groups of `row_group_rows`.
     pub fn new(
         format: Format,
         out: Box<dyn Write + Send>,
         schema: &SchemaRef,
         start: u64,
+        row_group_rows: usize,
     ) -> Result<Self, ArrowError> {
         let written = Arc::new(AtomicU64::new(0));
         let out = Counted { inner: out, bytes: Arc::clone(&written) };
         let inner = match format {
             Format::Parquet => {
                 let props = WriterProperties::builder()
-                    .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+                    .set_max_row_group_row_count(Some(row_group_rows.max(1)))
                     .set_write_batch_size(WRITE_BATCH_ROWS)
                     .set_compression(Compression::SNAPPY)
                     .build();
@@ -417,7 +419,7 @@ mod tests {
     /// durable point before the end and the one at the end.
     fn write(format: Format, path: &Path, batch: &RecordBatch, cuts: &[usize]) -> Vec<Durable> {
         let file = Box::new(io::BufWriter::new(File::create(path).unwrap()));
-        let mut writer = TableWriter::new(format, file, &batch.schema(), 0).unwrap();
+        let mut writer = TableWriter::new(format, file, &batch.schema(), 0, ROW_GROUP_ROWS).unwrap();
         let mut at = 0;
         let mut points = Vec::new();
         for &cut in cuts.iter().chain(std::iter::once(&batch.num_rows())) {
@@ -483,7 +485,8 @@ mod tests {
         file.set_len(bytes).unwrap();
         let mut file = file;
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).unwrap();
-        let mut writer = TableWriter::new(Format::Csv, Box::new(file), &batch.schema(), bytes).unwrap();
+        let mut writer =
+            TableWriter::new(Format::Csv, Box::new(file), &batch.schema(), bytes, ROW_GROUP_ROWS).unwrap();
         writer.write(&batch.slice(40, 60), &[]).unwrap();
         let end = writer.finish().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), whole);
