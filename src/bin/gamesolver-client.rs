@@ -69,10 +69,10 @@ struct SolveArgs {
     /// The input's format, whatever its name says (JSON lines when its name has no known
     /// extension).
     #[arg(long, value_enum, value_name = "FORMAT")]
-    input_format: Option<FormatArg>,
+    input_format: Option<Format>,
     /// The output's format, whatever its name says.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    output_format: Option<FormatArg>,
+    output_format: Option<Format>,
     /// A table's column holding a contract column: `n=pile_size` reads Stone Game IV's n
     /// from pile_size (and writes the id under its own name); repeatable.
     #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
@@ -133,33 +133,6 @@ struct SolveArgs {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
-}
-
-/// A file format, as `--input-format` and `--output-format` name it.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum FormatArg {
-    /// One JSON object a line.
-    Jsonl,
-    /// Apache Parquet.
-    Parquet,
-    /// The Arrow IPC file format (Feather v2).
-    Arrow,
-    /// The Arrow IPC stream format.
-    Arrows,
-    /// Comma-separated values with a header row; a list cell is written [1,2,3].
-    Csv,
-}
-
-impl From<FormatArg> for Format {
-    fn from(format: FormatArg) -> Self {
-        match format {
-            FormatArg::Jsonl => Format::Jsonl,
-            FormatArg::Parquet => Format::Parquet,
-            FormatArg::Arrow => Format::Arrow,
-            FormatArg::Arrows => Format::Arrows,
-            FormatArg::Csv => Format::Csv,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -225,7 +198,7 @@ struct GenArgs {
     output: Option<PathBuf>,
     /// The output's format, whatever its name says.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    output_format: Option<FormatArg>,
+    output_format: Option<Format>,
 }
 
 /// `-o -` is stdout, as `-` is stdin for the input.
@@ -292,8 +265,8 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     let config = SolveConfig {
         input: InputSource::parse(&args.input),
         output: output_file(args.output),
-        input_format: args.input_format.map(Format::from),
-        output_format: args.output_format.map(Format::from),
+        input_format: args.input_format,
+        output_format: args.output_format,
         columns: ColumnMap::new(args.columns)?,
         servers: args.servers,
         embedded: Some(EmbeddedStarter::new(start_embedded_server)),
@@ -364,7 +337,7 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
         nim_n: args.nim_n,
     };
     let output = output_file(args.output);
-    let format = Format::of_output(args.output_format.map(Format::from), output.as_deref(), Format::Jsonl);
+    let format = Format::of_output(args.output_format, output.as_deref(), Format::Jsonl);
     let out: Box<dyn std::io::Write + Send> = match &output {
         Some(path) => {
             let file =

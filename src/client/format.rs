@@ -7,24 +7,23 @@
 
 use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A file format of problems or solutions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A file format of problems or solutions; the flags name it as its variant in lowercase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
-    /// One JSON object a line (the protobuf JSON mapping); `.jsonl`, `.ndjson`, `.json`,
-    /// also gzip- or zstd-compressed.
+    /// One JSON object a line (the protobuf JSON mapping); .jsonl, .ndjson, .json, also
+    /// gzip- or zstd-compressed.
     Jsonl,
-    /// Apache Parquet; `.parquet`, `.pq`.
+    /// Apache Parquet; .parquet, .pq.
     Parquet,
-    /// The Arrow IPC file format (Feather v2); `.arrow`, `.feather`, `.ipc`.
+    /// The Arrow IPC file format (Feather v2); .arrow, .feather, .ipc.
     Arrow,
-    /// The Arrow IPC stream format; `.arrows`.
+    /// The Arrow IPC stream format; .arrows.
     Arrows,
-    /// Comma-separated values with a header row; `.csv`.
+    /// Comma-separated values with a header row, a list cell written [1,2,3]; .csv.
     Csv,
 }
 
@@ -101,19 +100,6 @@ impl fmt::Display for Format {
     }
 }
 
-/// A format name that is not one of [`Format::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {0:?}: expected one of jsonl, parquet, arrow, arrows, csv")]
-pub struct UnknownFormat(String);
-
-impl FromStr for Format {
-    type Err = UnknownFormat;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Format::ALL.into_iter().find(|format| format.name() == s).ok_or_else(|| UnknownFormat(s.to_owned()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,13 +133,11 @@ mod tests {
     }
 
     #[test]
-    fn names_parse_back() {
+    fn the_flags_name_each_format_as_its_name() {
+        use clap::ValueEnum;
         for format in Format::ALL {
-            assert_eq!(format.name().parse::<Format>(), Ok(format));
+            assert_eq!(Format::from_str(format.name(), false), Ok(format));
         }
-        assert_eq!(
-            "xlsx".parse::<Format>().unwrap_err().to_string(),
-            "unknown format \"xlsx\": expected one of jsonl, parquet, arrow, arrows, csv"
-        );
+        assert_eq!(Format::value_variants(), Format::ALL);
     }
 }

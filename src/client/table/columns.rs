@@ -242,7 +242,10 @@ impl InputColumns {
         csv: bool,
         winner_only: bool,
     ) -> Result<InputColumns, ColumnsError> {
-        let have = || schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
+        let have = || match schema.fields().is_empty() {
+            true => "none".to_owned(),
+            false => schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", "),
+        };
         let find = |contract: &str| -> Result<Option<usize>, ColumnsError> {
             let column = renames.column(contract);
             let mut found = schema.fields().iter().enumerate().filter(|(_, f)| f.name() == column);

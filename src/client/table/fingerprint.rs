@@ -8,6 +8,7 @@
 //! the bytes of strings, list items), which keeps it off the per-row path.
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::{ByteArrayType, GenericBinaryType, GenericStringType};
 use arrow_array::{Array, ArrayRef, OffsetSizeTrait, RecordBatch};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Schema};
@@ -134,30 +135,10 @@ impl ColumnHash {
     fn values(&mut self, array: &dyn Array, start: usize, end: usize) {
         let ty = array.data_type();
         match ty {
-            DataType::Utf8 => self.bytes(
-                array.as_string::<i32>().value_offsets(),
-                array.as_string::<i32>().values(),
-                start,
-                end,
-            ),
-            DataType::LargeUtf8 => self.bytes(
-                array.as_string::<i64>().value_offsets(),
-                array.as_string::<i64>().values(),
-                start,
-                end,
-            ),
-            DataType::Binary => self.bytes(
-                array.as_binary::<i32>().value_offsets(),
-                array.as_binary::<i32>().values(),
-                start,
-                end,
-            ),
-            DataType::LargeBinary => self.bytes(
-                array.as_binary::<i64>().value_offsets(),
-                array.as_binary::<i64>().values(),
-                start,
-                end,
-            ),
+            DataType::Utf8 => self.byte_array::<GenericStringType<i32>>(array, start, end),
+            DataType::LargeUtf8 => self.byte_array::<GenericStringType<i64>>(array, start, end),
+            DataType::Binary => self.byte_array::<GenericBinaryType<i32>>(array, start, end),
+            DataType::LargeBinary => self.byte_array::<GenericBinaryType<i64>>(array, start, end),
             DataType::List(_) => {
                 let list = array.as_list::<i32>();
                 self.list(list.value_offsets(), list.values(), start, end);
@@ -181,6 +162,11 @@ impl ColumnHash {
             }
             _ => self.formatted(array, start, end),
         }
+    }
+
+    fn byte_array<T: ByteArrayType>(&mut self, array: &dyn Array, start: usize, end: usize) {
+        let array = array.as_bytes::<T>();
+        self.bytes(array.value_offsets(), array.values(), start, end);
     }
 
     /// Strings or bytes: each value's length, then all their bytes at once.
