@@ -265,6 +265,20 @@ fn stdout_gets_the_input_format_unless_told_otherwise() {
     );
 }
 
+#[test]
+fn winner_only_tables_have_no_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("p.arrow"), dir.path().join("out.parquet"));
+    gen(&input, 500, 3);
+    solve(&[path_str(&input), "-o", path_str(&output), "--winner-only"], 0);
+    let got = answers(&output, "parquet");
+    assert_eq!(got.len(), 500);
+    assert!(got
+        .iter()
+        .all(|a| a.alice_wins.is_some() && (a.index, a.digit, a.pile, a.take) == (None, None, None, None)));
+    assert!(got.iter().any(|a| a.alice_wins == Some(true)));
+}
+
 /// Writes `batch` to `path` as an Arrow IPC stream.
 fn write_arrows(path: &Path, batch: &RecordBatch) {
     let mut writer =
@@ -463,7 +477,7 @@ fn what_cannot_be_read_as_problems_exits_two_before_anything_is_written() {
     write_parquet(&parquet, &table(vec![("n", n)]));
     let (status, stderr) = client(&["solve", path_str(&parquet), "-o", path_str(&output)]);
     assert_eq!(status.code(), Some(2));
-    assert_eq!(stderr, "gamesolver-client: column \"n\" (n) is Float64; expected an integer column\n");
+    assert_eq!(stderr, "gamesolver-client: column \"n\" (n) is Float64; expected an integer type (uint64)\n");
     let lines = dir.path().join("p.jsonl");
     std::fs::write(&lines, "{\"stoneGameIv\":{\"n\":1}}\n").unwrap();
     let (status, stderr) = client(&["solve", path_str(&lines), "--column", "n=size"]);
@@ -507,11 +521,16 @@ fn cut(text: &[u8], fraction: f64) -> usize {
     at + text[at..].iter().position(|&b| b == b'\n').unwrap() + 1
 }
 
-/// Starts `solve - --input-format csv` with `args`, fed the first `half` bytes of `text`
-/// (stdin left open, so that the run cannot finish).
-fn start_fed(args: &[&str], text: &[u8], half: usize) -> (std::process::Child, std::process::ChildStdin) {
+/// Starts `solve -` of `format` with `args`, fed the first `half` bytes of `text` (stdin
+/// left open, so that the run cannot finish).
+fn start_fed(
+    format: &str,
+    args: &[&str],
+    text: &[u8],
+    half: usize,
+) -> (std::process::Child, std::process::ChildStdin) {
     let mut run = Command::new(CLIENT)
-        .args(["solve", "-", "--input-format", "csv", "--quiet"])
+        .args(["solve", "-", "--input-format", format, "--quiet"])
         .args(args)
         .stdin(Stdio::piped())
         .stderr(Stdio::null())
@@ -534,6 +553,7 @@ fn a_server_lost_mid_run_hands_its_batches_to_the_other() {
     let text = std::fs::read(&input).unwrap();
     let output = dir.path().join("out.arrow");
     let (mut run, mut stdin) = start_fed(
+        "csv",
         &["-o", path_str(&output), "--batch-rows", "200", "--server", &a.url(), "--server", &b.url()],
         &text,
         cut(&text, 0.5),
@@ -717,18 +737,20 @@ fn checkpointed(output: &Path) -> u64 {
 #[test]
 fn resume_after_a_kill_ends_as_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("p.csv");
-    gen(&input, 6_000, 51);
-    let text = std::fs::read(&input).unwrap();
-    let options = ["--batch-rows", "200", "--row-group-rows", "1024"];
-    for format in ["parquet", "arrow", "csv", "jsonl"] {
+    let options = ["--batch-rows", "200", "--batch-size", "200", "--row-group-rows", "1024"];
+    for (from, format) in
+        [("csv", "parquet"), ("csv", "arrow"), ("csv", "csv"), ("csv", "jsonl"), ("jsonl", "parquet")]
+    {
+        let input = dir.path().join(format!("p.{from}"));
+        gen(&input, 6_000, 51);
+        let text = std::fs::read(&input).unwrap();
         let complete = dir.path().join(format!("complete.{format}"));
         solve(&[&[path_str(&input), "-o", path_str(&complete)][..], &options].concat(), 0);
         let complete = std::fs::read(&complete).unwrap();
 
         let output = dir.path().join(format!("out.{format}"));
         let (mut run, stdin) =
-            start_fed(&[&["-o", path_str(&output)][..], &options].concat(), &text, cut(&text, 0.6));
+            start_fed(from, &[&["-o", path_str(&output)][..], &options].concat(), &text, cut(&text, 0.6));
         // Killed once some rows are checkpointed: whatever follows them is solved again.
         let started = std::time::Instant::now();
         while checkpointed(&output) == 0 {

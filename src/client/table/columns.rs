@@ -175,22 +175,12 @@ pub struct InputColumns {
     descriptor: Descriptor,
 }
 
-/// The accepted types of a game's column, in words.
-fn accepted(kind: GameKind) -> &'static str {
-    match kind {
-        GameKind::SumGame => "a string column (utf8, large_utf8, utf8_view, or a dictionary of them)",
-        GameKind::StoneGameIv => "an integer column",
-        GameKind::StoneGameIx | GameKind::NimSquare => {
-            "a list of integers (list, large_list or fixed_size_list)"
-        }
-    }
-}
-
 fn is_string(ty: &DataType) -> bool {
     matches!(ty, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
 
-/// True when a column of `ty` can hold `kind`'s problems; an all-null column always can.
+/// True when a column of `ty` can hold `kind`'s problems, as the server reads them
+/// ([`columnar::accepted_types`]); an all-null column always can.
 fn accepts(kind: GameKind, ty: &DataType) -> bool {
     match (kind, ty) {
         (_, DataType::Null) => true,
@@ -200,7 +190,7 @@ fn accepts(kind: GameKind, ty: &DataType) -> bool {
         (
             GameKind::StoneGameIx | GameKind::NimSquare,
             DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _),
-        ) => item.data_type().is_integer() || item.data_type() == &DataType::Null,
+        ) => item.data_type().is_integer(),
         _ => false,
     }
 }
@@ -279,7 +269,7 @@ impl InputColumns {
                         column: field.name().clone(),
                         contract: kind.input(),
                         found: field.data_type().clone(),
-                        expected: accepted(kind),
+                        expected: columnar::accepted_types(kind),
                     });
                 }
             };
@@ -484,7 +474,7 @@ mod tests {
             InputColumns::resolve(table, &renames(flags), "in.parquet", false, false).unwrap_err().to_string()
         };
         let table = schema(&[("a", DataType::Utf8), ("n", DataType::Float64)]);
-        assert_eq!(resolve(&table, &[]), "column \"n\" (n) is Float64; expected an integer column");
+        assert_eq!(resolve(&table, &[]), "column \"n\" (n) is Float64; expected an integer type (uint64)");
         assert_eq!(
             resolve(&table, &["n=size"]),
             "in.parquet has no column \"size\" (--column n=size); its columns: a, n"
