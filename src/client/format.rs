@@ -23,7 +23,7 @@ pub enum Format {
     Arrow,
     /// The Arrow IPC stream format; .arrows.
     Arrows,
-    /// Comma-separated values with a header row, a list cell written [1,2,3]; .csv.
+    /// Comma-separated values with a header row, a list cell written `[1,2,3]`; .csv.
     Csv,
 }
 
