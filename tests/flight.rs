@@ -775,7 +775,7 @@ async fn a_batch_above_the_message_limit_is_resource_exhausted_and_the_server_go
 #[tokio::test]
 async fn past_its_byte_share_a_clients_batch_runs_alone_and_a_compressed_one_inflating_past_it_is_refused() {
     use tonic::codec::CompressionEncoding::Gzip;
-    let server = TestServer::start(limits(|limits| limits.max_request_bytes_per_peer = 1 << 20)).await;
+    let server = TestServer::start(limits(|limits| limits.max_request_bytes_per_peer = Some(1 << 20))).await;
     // 2 MB of piles in one batch, above the whole share (1 MiB): it waits for all of it and runs alone.
     let big = || {
         batch(vec![(
@@ -830,7 +830,7 @@ async fn ten_million_stones_in_one_row_are_refused_at_the_default_limit_and_answ
 async fn a_cancelled_exchange_holds_nothing_and_the_next_call_is_admitted() {
     let mut config = limits(|limits| {
         limits.max_calls = 1;
-        limits.max_calls_per_peer = 1;
+        limits.max_calls_per_peer = Some(1);
     });
     config.observability.metrics_listen = Some(production::metrics_listen());
     let server = TestServer::start(config).await;

@@ -77,8 +77,8 @@ async fn beyond_a_clients_connection_share_a_connection_is_closed_and_other_clie
     let _ = third.write_all(PREFACE).await;
     let _ = third.write_all(SETTINGS).await;
     closed_by_server(&mut third).await;
-    // The connection already open is served meanwhile, and so is another client, from
-    // the reserve.
+    // The connection already open is served meanwhile, and so is another client, within
+    // its fair share: the silent connection, idle longest, makes way for it.
     assert!(solve(&mut client, sum("b", "11")).await.is_ok());
     let mut other = server.client_from([127, 0, 0, 2]).await;
     assert!(solve(&mut other, sum("c", "11")).await.is_ok());
@@ -90,8 +90,10 @@ async fn a_connection_without_a_preface_is_closed_after_the_handshake_timeout() 
     let config = limits(|limits| limits.handshake_timeout = Seconds(Duration::from_millis(200)));
     let server = TestServer::start(config).await;
     let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    // Bytes that could still be the preface, then silence: within the handshake timeout
+    // neither HTTP/2 nor HTTP/1.1 has begun.
     let mut garbage = TcpStream::connect(server.addr).await.unwrap();
-    garbage.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    garbage.write_all(b"PRI * HTTP/2.0").await.unwrap();
     served(&server).await;
     closed_by_server(&mut silent).await;
     closed_by_server(&mut garbage).await;

@@ -1,21 +1,30 @@
 //! The accept loop, as the stream of connections tonic serves.
 //!
 //! Every resource a peer can hold before it makes a call is bounded here:
-//! - at most `max_connections` are open or handshaking; beyond that the loop stops
-//!   accepting and the kernel's backlog holds newcomers (never an unbounded queue);
+//! - at most `max_connections` are open or handshaking, shared fairly among clients
+//!   ([`super::admission`]): at the bound, a client within its fair share is admitted by
+//!   closing a connection of the client holding the most (its idlest), and anyone else's
+//!   new connection is closed at once. So the loop always accepts, and a newcomer (a
+//!   liveness probe) never waits in the kernel's backlog behind a flood. It stops only
+//!   when connections taken back are still closing beyond an eighth more than the bound
+//!   ([`hard_slots`]), which is what the open-file limit is sized for;
 //! - a connection must finish its handshake (TLS, if any) and send the 24-byte HTTP/2
 //!   preface within `handshake_timeout`; handshakes run in their own tasks, so a silent
-//!   peer never holds up the next accept. With `accept_http1` (gRPC-Web), a connection
-//!   whose first bytes leave the preface is taken as HTTP/1.1 instead, under the same
-//!   deadline, cap and idle timeout (hyper's header-read timeout then bounds the rest
-//!   of each request head); without it, such a connection is closed at once, with an
-//!   orderly end of stream rather than a reset;
+//!   peer never holds up the next accept. With `accept_http1` (the Connect door, on by
+//!   default, and gRPC-Web), a connection whose first bytes leave the preface is taken as
+//!   HTTP/1.1 instead when they open a request line (a known method and a space), under
+//!   the same deadline, cap and idle timeout (hyper's header-read timeout then bounds the
+//!   rest of each request head); without it (`--no-connect` and no `--grpc-web`), or when
+//!   they are neither, such a connection is closed at once, with an orderly end of stream
+//!   rather than a reset;
 //! - a connection with no call in flight for `idle_timeout` is closed (gRPC's
 //!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
 //!
 //! How a connection is closed (a GOAWAY, then end of input) is [`super::transport`]'s.
-//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning.
+//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning; the
+//! connection bound is fitted under the open-file limit ([`super::open_files`]) so that
+//! they are rare.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,7 +45,7 @@ use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, PollSemaphore};
 use tonic::transport::server::TcpConnectInfo;
 
-use super::admission::{FairShare, SharePolicy};
+use super::admission::{FairShare, Grouping, Holder, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
 use super::log_limit::LogLimiter;
 use super::transport::{Connection, Opening, PREFACE};
@@ -52,15 +61,24 @@ const REFUSED_DRAIN: (usize, Duration) = (16 * 1024, Duration::from_secs(1));
 /// Connections accepted in one poll before the loop lets other tasks run.
 const ACCEPTS_PER_POLL: usize = 64;
 
+/// Connections the accept loop lets be open at once for a bound of `max_connections`:
+/// an eighth more (at least one), for connections taken back that are still closing.
+pub(crate) fn hard_slots(max_connections: usize) -> usize {
+    max_connections.saturating_add((max_connections / 8).max(1))
+}
+
 /// Bounds on connections; see the module docs.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionLimits {
     pub(crate) max_connections: usize,
-    pub(crate) max_connections_per_peer: usize,
+    pub(crate) max_connections_per_peer: Option<usize>,
+    /// Which addresses are one client.
+    pub(crate) grouping: Grouping,
     pub(crate) idle_under_pressure: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
-    /// Take connections that do not open with the HTTP/2 preface as HTTP/1.1.
+    /// Take connections that do not open with the HTTP/2 preface as HTTP/1.1 (the Connect
+    /// door and gRPC-Web).
     pub(crate) accept_http1: bool,
 }
 
@@ -79,7 +97,7 @@ pub(crate) struct Incoming<H: Handshake> {
     limits: ConnectionLimits,
     handshake: Arc<H>,
     closing: CancellationToken,
-    /// Hard slots: the cap and its reserve; beyond them, the kernel's backlog.
+    /// Hard slots ([`hard_slots`]); beyond them, the kernel's backlog.
     slots: PollSemaphore,
     /// A slot taken while `accept` had nothing to give.
     slot: Option<OwnedSemaphorePermit>,
@@ -87,6 +105,7 @@ pub(crate) struct Incoming<H: Handshake> {
     shares: Arc<FairShare>,
     pressure: Arc<Pressure>,
     refusals: LogLimiter,
+    evictions: LogLimiter,
     handshakes: JoinSet<Option<Connection<H::Io>>>,
     backoff: Option<Pin<Box<Sleep>>>,
     next_backoff: Duration,
@@ -102,8 +121,9 @@ impl<H: Handshake> Incoming<H> {
         closing: CancellationToken,
         handshake: H,
     ) -> Self {
-        let policy = SharePolicy::new(limits.max_connections.max(1), limits.max_connections_per_peer);
-        let slots = PollSemaphore::new(Arc::new(Semaphore::new(policy.limit + policy.reserve)));
+        let policy =
+            SharePolicy::new(limits.max_connections, limits.max_connections_per_peer, limits.grouping);
+        let slots = PollSemaphore::new(Arc::new(Semaphore::new(hard_slots(policy.limit))));
         let shares = FairShare::new(policy);
         let pressure = Pressure::new(Arc::clone(&shares), limits.idle_under_pressure);
         Incoming {
@@ -116,6 +136,7 @@ impl<H: Handshake> Incoming<H> {
             shares,
             pressure,
             refusals: LogLimiter::new(Duration::from_secs(10)),
+            evictions: LogLimiter::new(Duration::from_secs(10)),
             handshakes: JoinSet::new(),
             backoff: None,
             next_backoff: ACCEPT_BACKOFF.0,
@@ -123,10 +144,19 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    /// Admits a connection under its peer's fair share, or closes it at once.
+    /// Admits a connection under its client's fair share (closing one of the heaviest
+    /// client's if need be), or closes it at once.
     fn admit(&mut self, tcp: TcpStream, peer: SocketAddr, hard: OwnedSemaphorePermit) {
-        match self.shares.try_take(peer.ip(), 1) {
-            Ok(share) => self.start_handshake(tcp, peer, Slot { _hard: hard, _share: share }),
+        let state = Arc::new(ConnectionState::new());
+        match self.shares.try_take(peer.ip(), 1, Arc::clone(&state) as Arc<dyn Holder>) {
+            Ok(share) => {
+                if share.took_back() > 0 {
+                    if let Some(suppressed) = self.evictions.allow() {
+                        tracing::info!(%peer, suppressed, "at the connection bound: closed a connection of the client holding the most, for a client within its fair share");
+                    }
+                }
+                self.start_handshake(tcp, peer, state, Slot { _hard: hard, _share: share });
+            }
             Err(refusal) => {
                 if let Some(suppressed) = self.refusals.allow() {
                     tracing::info!(%peer, ?refusal, suppressed, "connection refused: its client holds its share of connections");
@@ -135,7 +165,7 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
+    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, state: Arc<ConnectionState>, slot: Slot) {
         let tcp_info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
         let _ = tcp.set_nodelay(true);
         let handshake = Arc::clone(&self.handshake);
@@ -155,7 +185,14 @@ impl<H: Handshake> Incoming<H> {
                     }
                 }
             };
-            let (io, opening) = match tokio::time::timeout(limits.handshake_timeout, opened).await {
+            let opened = tokio::select! {
+                opened = tokio::time::timeout(limits.handshake_timeout, opened) => opened,
+                () = state.until_evicted() => {
+                    tracing::debug!(%peer, "connection closed in its handshake, for a client within its fair share");
+                    return None;
+                }
+            };
+            let (io, opening) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(err)) => {
                     tracing::debug!(%peer, %err, "connection closed before its HTTP/2 preface");
@@ -166,7 +203,6 @@ impl<H: Handshake> Incoming<H> {
                     return None;
                 }
             };
-            let state = Arc::new(ConnectionState::new());
             pressure.register(&state);
             let info = ConnectionInfo { tcp: tcp_info, state };
             Some(Connection::new(
@@ -240,10 +276,18 @@ impl<H: Handshake> Stream for Incoming<H> {
     }
 }
 
+/// The methods an HTTP/1.1 request may open with here. A connection whose first bytes
+/// leave the HTTP/2 preface is taken as HTTP/1.1 only when they start with one of them and
+/// a space, so that other bytes (a TLS hello on the plaintext port, h2spec's invalid
+/// preface) are refused as an invalid preface, unanswered, rather than by hyper's `400`.
+const HTTP1_METHODS: [&[u8]; 9] =
+    [b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH"];
+
 /// Reads a connection's first bytes: the HTTP/2 preface in full, or, with `accept_http1`,
 /// as much as it takes to see that they are not the preface (an HTTP/1.1 request's
-/// method differs within its first two bytes). Reading stops there, so a short request
-/// is never waited on for bytes it will not send.
+/// method differs within its first two bytes) and that they start a request line: a
+/// method and a space. Reading stops there, so a short request is never waited on for
+/// bytes it will not send.
 async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> io::Result<Opening> {
     let mut read = [0u8; PREFACE.len()];
     let mut have = 0;
@@ -253,14 +297,38 @@ async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> 
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         have += n;
-        if read[..have] != PREFACE[..have] {
-            return match accept_http1 {
-                true => Ok(Opening::Http1(Bytes::copy_from_slice(&read[..have]))),
-                false => Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface")),
-            };
+        if read[..have] == PREFACE[..have] {
+            continue;
+        }
+        if !accept_http1 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface"));
+        }
+        match http1_method(&read[..have]) {
+            Some(true) => return Ok(Opening::Http1(Bytes::copy_from_slice(&read[..have]))),
+            Some(false) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "neither HTTP/2 nor HTTP/1.1"))
+            }
+            None => {}
         }
     }
-    Ok(Opening::Http2)
+    match read == *PREFACE {
+        true => Ok(Opening::Http2),
+        false => Err(io::Error::new(io::ErrorKind::InvalidData, "neither HTTP/2 nor HTTP/1.1")),
+    }
+}
+
+/// Whether `start` opens an HTTP/1.1 request line (a known method, then a space);
+/// `None` while it could still.
+fn http1_method(start: &[u8]) -> Option<bool> {
+    let mut could_be = false;
+    for method in HTTP1_METHODS {
+        match start.get(..=method.len()) {
+            Some(line) if line[..method.len()] == *method && line[method.len()] == b' ' => return Some(true),
+            Some(_) => {}
+            None => could_be |= method.starts_with(start) || start.starts_with(method),
+        }
+    }
+    (!could_be).then_some(false)
 }
 
 /// Closes a connection whose opening was refused with an orderly end of stream (after
@@ -286,20 +354,6 @@ async fn close_refused(io: &mut (impl AsyncRead + AsyncWrite + Unpin)) {
     let _ = tokio::time::timeout(REFUSED_DRAIN.1, drain).await;
 }
 
-/// Raises this process's open-file soft limit to its hard limit, so that the connection
-/// cap, not the default 1,024 descriptors, is what bounds connections. Returns the new
-/// soft limit.
-pub fn raise_open_file_limit() -> io::Result<u64> {
-    #[cfg(unix)]
-    {
-        rlimit::increase_nofile_limit(u64::MAX)
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +367,22 @@ mod tests {
         match read_opening(&mut post, true).await {
             Ok(Opening::Http1(start)) => assert_eq!(&start[..], b"POST /x HTTP/1.1\r\n"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn http1_is_a_known_method_and_a_space_and_anything_else_is_refused() {
+        for request in [&b"GET / HTTP/1.1\r\n"[..], b"PATCH /x HTTP/1.1\r\n", b"OPTIONS * HTTP/1.1\r\n"] {
+            assert!(matches!(read_opening(&mut &request[..], true).await, Ok(Opening::Http1(_))));
+        }
+        // A method cut short is waited on; one that is not a method is refused.
+        let err = read_opening(&mut &b"DELE"[..], true).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        for garbage in
+            [&b"INVALID CONNECTION PREFACE\r\n\r\n"[..], b"\x16\x03\x01\x02\x00", b"GETX / HTTP/1.1"]
+        {
+            let err = read_opening(&mut &garbage[..], true).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{garbage:?}");
         }
     }
 

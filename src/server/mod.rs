@@ -1,6 +1,7 @@
 //! The whole gRPC server as one type: the solver service and its Arrow Flight door,
-//! health, reflection, limits, TLS, metrics, connection ageing, gRPC-Web for browsers
-//! (behind `--grpc-web`) and the Stone Game IV table's lifecycle.
+//! health, reflection, limits, TLS, metrics, connection ageing, the Connect protocol's
+//! HTTP/JSON calls for curl (off with `--no-connect`), gRPC-Web for browsers (behind
+//! `--grpc-web`) and the Stone Game IV table's lifecycle.
 //!
 //! [`Server::bind`] does everything that can fail (TLS files, the table file, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until
@@ -23,6 +24,7 @@ use crate::games::{StoneGameIvTable, Tables};
 use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
+use crate::service::connect::{ConnectLayer, JsonRequests};
 use crate::service::{FlightSolverService, GameSolverService};
 use crate::solver::Solver;
 use arrow_flight::flight_service_server::FlightServiceServer;
@@ -39,13 +41,13 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
+mod open_files;
 mod process_metrics;
 mod tables;
 pub mod tls;
 mod traces;
 mod transport;
 
-pub use accept::raise_open_file_limit;
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
 pub use tls::{ReloadableTls, TlsSettings};
@@ -113,8 +115,10 @@ pub struct Server {
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
     /// them: the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
-    /// first call is answered from it), then the ports. Nothing is served yet.
-    pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+    /// first call is answered from it), then the ports. Nothing is served yet; the
+    /// open-file limit is raised and `--max-connections` fitted under it first.
+    pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
+        open_files::fit_connections(&mut config);
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
@@ -184,16 +188,22 @@ impl Server {
         // Outermost first. With --grpc-web, CORS answers a browser's preflight before
         // anything else (it is no call: neither counted nor limited) and adds its grant to
         // every answer, refusals included, so that the page can read their status; then
-        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, so that the call span,
-        // the metrics, the limits (framing, inflation, the memory budget) and the codes see
-        // it as any other call (tests/grpc_web.rs checks its metrics). The metrics see the
+        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, and ConnectLayer a
+        // Connect call, so that the call span, the metrics, the limits (framing, inflation,
+        // the memory budget) and the codes see it as any other call (tests/grpc_web.rs and
+        // tests/connect.rs check their metrics); a Connect JSON message is decoded only
+        // past the limits, by JsonRequests around the solver service. The metrics see the
         // limits' refusals and the codes as rewritten by GrpcCodesLayer. Without
         // --otlp-endpoint there is no call span layer at all.
         let grpc_web = config.http2.grpc_web.then(tonic_web::GrpcWebLayer::new);
+        let max_message_bytes = config.limits.max_message_bytes;
+        let connect = (!config.http2.no_connect)
+            .then(|| ConnectLayer::new(max_message_bytes, config.http2.compress_responses));
         let call_spans = config.observability.otlp_endpoint.as_ref().map(|_| traces::CallSpanLayer);
         let router = Self::transport(&config)
             .layer(option_layer(cors))
             .layer(option_layer(grpc_web))
+            .layer(option_layer(connect))
             .layer(option_layer(call_spans))
             .layer(metrics::CallMetricsLayer { metrics: metrics.clone() })
             .layer(limits::CallLimitsLayer::new(&config, calls.clone()))
@@ -205,14 +215,14 @@ impl Server {
             .add_service(Self::flight_service(&config, solver));
 
         if let Some(listener) = metrics_listener {
-            let limits = config.observability.endpoint_limits();
+            let limits = config.observability.endpoint_limits(config.limits.grouping());
             tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
         iv_table.precompute_in_background(config.iv_table.precompute);
         grundy_table.precompute_in_background(config.grundy_table.precompute);
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));
 
-        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), grpc_web = config.http2.grpc_web, "serving");
+        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), connect = !config.http2.no_connect, grpc_web = config.http2.grpc_web, "serving");
         let incoming = Self::incoming(&config, listener, tls, metrics, stopping.clone());
         let server = router.serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
 
@@ -253,23 +263,25 @@ impl Server {
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     }
 
-    /// The solver service, with the message and compression settings.
+    /// The solver service, with the message and compression settings, and the Connect
+    /// door's JSON decoding in front.
     fn solver_service(
         config: &ServerConfig,
         solver: Arc<Solver>,
-    ) -> GameSolverServiceServer<GameSolverService> {
+    ) -> JsonRequests<GameSolverServiceServer<GameSolverService>> {
         let max = config.limits.max_message_bytes;
         let service = GameSolverServiceServer::new(GameSolverService::new(solver))
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
             .accept_compressed(CompressionEncoding::Gzip)
             .accept_compressed(CompressionEncoding::Zstd);
-        match config.http2.compress_responses {
+        let service = match config.http2.compress_responses {
             true => {
                 service.send_compressed(CompressionEncoding::Zstd).send_compressed(CompressionEncoding::Gzip)
             }
             false => service,
-        }
+        };
+        JsonRequests::new(service, max)
     }
 
     /// The Arrow Flight door over the same solver, with the same message and compression
@@ -323,11 +335,11 @@ impl Server {
         Ok(Some(cors))
     }
 
-    /// tonic's HTTP/2 settings, and HTTP/1.1 for gRPC-Web.
+    /// tonic's HTTP/2 settings, and HTTP/1.1 for the Connect door and gRPC-Web.
     fn transport(config: &ServerConfig) -> tonic::transport::Server {
         let http2 = &config.http2;
         let builder = tonic::transport::Server::builder()
-            .accept_http1(http2.grpc_web)
+            .accept_http1(http2.accepts_http1())
             .max_concurrent_streams(http2.max_concurrent_streams)
             .initial_stream_window_size(http2.http2_stream_window)
             .initial_connection_window_size(http2.http2_connection_window)
@@ -356,10 +368,11 @@ impl Server {
         let limits = accept::ConnectionLimits {
             max_connections: config.limits.max_connections,
             max_connections_per_peer: config.limits.max_connections_per_peer,
+            grouping: config.limits.grouping(),
             idle_under_pressure: config.limits.idle_under_pressure.0,
             handshake_timeout: config.limits.handshake_timeout.0,
             idle_timeout: config.limits.connection_idle_timeout.0,
-            accept_http1: http2.grpc_web,
+            accept_http1: http2.accepts_http1(),
         };
         let handshake = connections::Accept { tls, forced_close_after, metrics };
         accept::Incoming::new(listener, limits, stopping, handshake)

@@ -17,7 +17,8 @@
 //! the h2 crate hyper uses that the GOAWAY written here is one a peer decodes, so an
 //! upgrade that changes what hyper writes or reads shows up there.
 //!
-//! With gRPC-Web on, a connection may speak HTTP/1.1 instead ([`Opening::Http1`]): its
+//! A connection may speak HTTP/1.1 instead, for the Connect door or gRPC-Web
+//! ([`Opening::Http1`]): its
 //! first bytes are replayed the same way, but there are no frames to follow and no
 //! GOAWAY to write; closing only ends the input, and hyper closes an HTTP/1.1
 //! connection whose input ends between requests.
@@ -45,7 +46,8 @@ pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 enum Mode {
     /// HTTP/2: frames are followed and closing writes a GOAWAY.
     Http2,
-    /// HTTP/1.1 (gRPC-Web and CORS from browsers): closing only ends the input.
+    /// HTTP/1.1 (the Connect door, gRPC-Web and CORS from browsers): closing only ends
+    /// the input.
     Http1,
 }
 
@@ -187,17 +189,23 @@ impl<IO: AsyncWrite + Unpin> Connection<IO> {
 }
 
 impl<IO> Connection<IO> {
-    /// True once the connection must close: idle for too long, or shutting down with no
-    /// work in flight. Registers the task to be woken when that may change.
+    /// True once the connection must close: taken back for another client, idle for too
+    /// long, holding a call ended for another client that its client does not let end,
+    /// or shutting down with no work in flight. Registers the task to be woken when that
+    /// may change.
     fn must_close(&mut self, cx: &mut Context<'_>) -> bool {
         let state = &self.info.state;
         state.reader.register(cx.waker());
+        if state.evicted() {
+            return true;
+        }
         if !self.shutting_down {
             self.shutting_down = self.closing.as_mut().poll(cx).is_ready();
         }
         let shutdown = self.shutting_down.then(|| state.shutdown_deadline()).flatten();
         let idle = state.idle_deadline(self.idle_timeout, &self.pressure);
-        let Some(deadline) = shutdown.into_iter().chain(idle).min() else {
+        let preempted = state.preempted_deadline();
+        let Some(deadline) = shutdown.into_iter().chain(idle).chain(preempted).min() else {
             return false;
         };
         if deadline <= Instant::now() {

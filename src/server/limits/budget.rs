@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{FairShare, Share};
+use crate::server::admission::{FairShare, Holder, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -48,6 +48,8 @@ pub(super) struct Budgeted {
     messages: u64,
     /// Whose budget the messages take.
     peer: IpAddr,
+    /// The call, ended if its bytes are taken back for another client.
+    holder: Arc<dyn Holder>,
     held: Arc<Mutex<Option<Share>>>,
     budget: Arc<FairShare>,
     limits: Arc<CallLimits>,
@@ -55,11 +57,13 @@ pub(super) struct Budgeted {
 }
 
 impl Budgeted {
-    /// A body over `inner` whose messages take their bytes from `budget` into `held`.
+    /// A body over `inner` whose messages take their bytes from `budget` into `held`,
+    /// for `holder`.
     pub(super) fn new(
         inner: Body,
         inflate: Option<Inflate>,
         peer: IpAddr,
+        holder: Arc<dyn Holder>,
         held: Arc<Mutex<Option<Share>>>,
         budget: Arc<FairShare>,
         limits: Arc<CallLimits>,
@@ -71,6 +75,7 @@ impl Budgeted {
             phase: Phase::Header,
             messages: 0,
             peer,
+            holder,
             held,
             budget,
             limits,
@@ -112,10 +117,11 @@ impl Budgeted {
                     if *len > 0 && self.buf.len() <= GRPC_HEADER {
                         return Poll::Ready(None);
                     }
-                    // A message larger than a peer's whole share runs alone within it.
+                    // A message larger than what a client may hold runs alone within it.
                     let wanted =
-                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_peer);
-                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, cx) else {
+                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_client);
+                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, &self.holder, cx)
+                    else {
                         return Poll::Pending;
                     };
                     *self.held.lock() = Some(share);
