@@ -1,15 +1,16 @@
 //! The fingerprint of a table's rows read so far: what lets `--resume` prove that an
 //! output answers this table.
 //!
-//! It hashes values, not files or batches: each column feeds one xxh3 stream with its
-//! valid values and the lengths of its runs of valid and null rows, so the same rows give
-//! the same fingerprint however they are cut into batches (another `--batch-rows`, another
-//! row-group layout). Values are hashed in bulk where Arrow lays them out flat (integers,
-//! the bytes of strings, list items), which keeps it off the per-row path.
+//! It hashes values, not files or batches: each column feeds xxh3 streams with which rows
+//! are null, the lengths of its values and the valid values themselves, so the same rows
+//! give the same fingerprint however they are cut into batches (another `--batch-rows`,
+//! another row-group layout, a copy from another writer). Values are hashed a batch at a
+//! time where Arrow lays them out flat (integers, the bytes of strings, list items).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{ByteArrayType, GenericBinaryType, GenericStringType};
 use arrow_array::{Array, ArrayRef, OffsetSizeTrait, RecordBatch};
+use arrow_buffer::ArrowNativeType;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Schema};
 use xxhash_rust::xxh3::Xxh3;
@@ -65,175 +66,162 @@ impl TableFingerprint {
     }
 }
 
-/// One column's streams: its runs, the lengths of its valid values (strings, lists) and
-/// the values themselves, each a stream of its own so that where a batch ends cannot
-/// change what follows what.
+/// One column's streams: which rows are null, the lengths of its values (strings, lists)
+/// and the values themselves, each a stream of its own, fed a batch at a time, so that
+/// where a batch ends cannot change what follows what. A null row counts as a zero byte
+/// in the first, a length 0 in the second and nothing (or zeros) in the third, whatever
+/// bytes Arrow keeps under it.
 #[derive(Clone, Default)]
 struct ColumnHash {
-    runs: Xxh3,
+    validity: Xxh3,
     lengths: Xxh3,
-    hasher: Xxh3,
-    /// The run being read: valid or null, and its length so far. A run is hashed when the
-    /// next one starts, which keeps the stream the same wherever the batches are cut.
-    valid: bool,
-    run: u64,
+    values: Xxh3,
     /// The items of a list column.
     items: Option<Box<ColumnHash>>,
-    /// Lengths or formatted values waiting to be hashed together.
+    /// Bytes waiting to be hashed together.
     scratch: Vec<u8>,
     text: String,
 }
 
 impl ColumnHash {
     fn digest(&self) -> u64 {
-        let mut hasher = self.runs.clone();
-        hasher.update(&[u8::from(self.valid)]);
-        hasher.update(&self.run.to_le_bytes());
-        hasher.update(&self.lengths.digest().to_le_bytes());
-        hasher.update(&self.hasher.digest().to_le_bytes());
+        let mut hasher = Xxh3::new();
+        for stream in [&self.validity, &self.lengths, &self.values] {
+            hasher.update(&stream.digest().to_le_bytes());
+        }
         if let Some(items) = &self.items {
             hasher.update(&items.digest().to_le_bytes());
         }
         hasher.digest()
     }
 
-    /// Extends the current run by `len` rows, valid or not.
-    fn run(&mut self, valid: bool, len: u64) {
-        if len == 0 {
-            return;
-        }
-        if valid != self.valid && self.run > 0 {
-            self.runs.update(&[u8::from(self.valid)]);
-            self.runs.update(&self.run.to_le_bytes());
-            self.run = 0;
-        }
-        self.valid = valid;
-        self.run += len;
-    }
-
     fn add(&mut self, array: &dyn Array) {
-        let len = array.len();
-        match array.logical_nulls() {
-            None => {
-                self.run(true, len as u64);
-                self.values(array, 0, len);
-            }
-            Some(nulls) => {
-                let mut at = 0;
-                for (start, end) in nulls.valid_slices() {
-                    self.run(false, (start - at) as u64);
-                    self.run(true, (end - start) as u64);
-                    self.values(array, start, end);
-                    at = end;
-                }
-                self.run(false, (len - at) as u64);
-            }
+        let nulls = array.logical_nulls();
+        self.scratch.clear();
+        match &nulls {
+            None => self.scratch.resize(array.len(), 1),
+            Some(nulls) => self.scratch.extend(nulls.iter().map(u8::from)),
         }
-    }
-
-    /// Hashes the values of rows `start..end`, all valid.
-    fn values(&mut self, array: &dyn Array, start: usize, end: usize) {
-        let ty = array.data_type();
-        match ty {
-            DataType::Utf8 => self.byte_array::<GenericStringType<i32>>(array, start, end),
-            DataType::LargeUtf8 => self.byte_array::<GenericStringType<i64>>(array, start, end),
-            DataType::Binary => self.byte_array::<GenericBinaryType<i32>>(array, start, end),
-            DataType::LargeBinary => self.byte_array::<GenericBinaryType<i64>>(array, start, end),
+        self.validity.update(&self.scratch);
+        let valid = |row: usize| nulls.as_ref().is_none_or(|nulls| nulls.is_valid(row));
+        match array.data_type() {
+            DataType::Utf8 => self.byte_array::<GenericStringType<i32>>(array, valid),
+            DataType::LargeUtf8 => self.byte_array::<GenericStringType<i64>>(array, valid),
+            DataType::Binary => self.byte_array::<GenericBinaryType<i32>>(array, valid),
+            DataType::LargeBinary => self.byte_array::<GenericBinaryType<i64>>(array, valid),
             DataType::List(_) => {
                 let list = array.as_list::<i32>();
-                self.list(list.value_offsets(), list.values(), start, end);
+                self.list(list.value_offsets(), list.values(), valid);
             }
             DataType::LargeList(_) => {
                 let list = array.as_list::<i64>();
-                self.list(list.value_offsets(), list.values(), start, end);
+                self.list(list.value_offsets(), list.values(), valid);
             }
             DataType::FixedSizeList(_, size) => {
                 let size = *size as usize;
                 let list = array.as_fixed_size_list();
-                let items = list.values().slice((list.offset() + start) * size, (end - start) * size);
+                let items = list.values().slice(list.offset() * size, list.len() * size);
                 self.items.get_or_insert_with(Box::default).add(items.as_ref());
             }
             ty if ty.is_primitive() => {
                 let width = ty.primitive_width().expect("a primitive type has a width");
                 let data = array.to_data();
-                let offset = data.offset();
-                let bytes = &data.buffers()[0].as_slice()[(offset + start) * width..(offset + end) * width];
-                self.hasher.update(bytes);
+                let (start, end) = (data.offset() * width, (data.offset() + data.len()) * width);
+                let bytes = &data.buffers()[0].as_slice()[start..end];
+                if nulls.is_none() {
+                    self.values.update(bytes);
+                    return;
+                }
+                self.scratch.clear();
+                for (row, value) in bytes.chunks_exact(width).enumerate() {
+                    match valid(row) {
+                        true => self.scratch.extend_from_slice(value),
+                        false => self.scratch.resize(self.scratch.len() + width, 0),
+                    }
+                }
+                self.values.update(&self.scratch);
             }
-            _ => self.formatted(array, start, end),
+            _ => self.formatted(array, valid),
         }
     }
 
-    fn byte_array<T: ByteArrayType>(&mut self, array: &dyn Array, start: usize, end: usize) {
+    fn byte_array<T: ByteArrayType>(&mut self, array: &dyn Array, valid: impl Fn(usize) -> bool) {
         let array = array.as_bytes::<T>();
-        self.bytes(array.value_offsets(), array.values(), start, end);
-    }
-
-    /// Strings or bytes: each value's length, then all their bytes at once.
-    fn bytes<O: OffsetSizeTrait>(&mut self, offsets: &[O], values: &[u8], start: usize, end: usize) {
-        self.lengths(offsets, start, end);
-        self.hasher.update(&values[offsets[start].as_usize()..offsets[end].as_usize()]);
-    }
-
-    /// Lists: each list's length, then the items (with their own runs).
-    fn list<O: OffsetSizeTrait>(&mut self, offsets: &[O], items: &ArrayRef, start: usize, end: usize) {
-        self.lengths(offsets, start, end);
-        let (first, last) = (offsets[start].as_usize(), offsets[end].as_usize());
-        let items = items.slice(first, last - first);
-        self.items.get_or_insert_with(Box::default).add(items.as_ref());
-    }
-
-    fn lengths<O: OffsetSizeTrait>(&mut self, offsets: &[O], start: usize, end: usize) {
-        self.scratch.clear();
-        for pair in offsets[start..=end].windows(2) {
-            self.scratch.extend_from_slice(&((pair[1] - pair[0]).as_usize() as u64).to_le_bytes());
-            if self.scratch.len() >= 1 << 12 {
-                self.lengths.update(&self.scratch);
-                self.scratch.clear();
+        let (offsets, values) = (array.value_offsets(), array.values());
+        if self.lengths_of(offsets, &valid) {
+            self.values.update(&values[offsets[0].as_usize()..offsets[offsets.len() - 1].as_usize()]);
+            return;
+        }
+        for (row, pair) in offsets.windows(2).enumerate() {
+            if valid(row) {
+                self.values.update(&values[pair[0].as_usize()..pair[1].as_usize()]);
             }
+        }
+    }
+
+    fn list<O: OffsetSizeTrait>(&mut self, offsets: &[O], items: &ArrayRef, valid: impl Fn(usize) -> bool) {
+        let whole = self.lengths_of(offsets, &valid);
+        let items_hash = self.items.get_or_insert_with(Box::default);
+        if whole {
+            let (first, last) = (offsets[0].as_usize(), offsets[offsets.len() - 1].as_usize());
+            items_hash.add(items.slice(first, last - first).as_ref());
+            return;
+        }
+        // Null lists that span items, which writers seldom make: the valid ones alone.
+        for (row, pair) in offsets.windows(2).enumerate() {
+            if valid(row) {
+                let (first, last) = (pair[0].as_usize(), pair[1].as_usize());
+                items_hash.add(items.slice(first, last - first).as_ref());
+            }
+        }
+    }
+
+    /// Hashes each row's length (0 for a null row); true when no null row spans anything,
+    /// so that the whole range holds the valid rows' values and nothing else.
+    fn lengths_of<O: OffsetSizeTrait>(&mut self, offsets: &[O], valid: &impl Fn(usize) -> bool) -> bool {
+        self.scratch.clear();
+        let mut whole = true;
+        for (row, pair) in offsets.windows(2).enumerate() {
+            let len = (pair[1] - pair[0]).as_usize() as u64;
+            let len = match valid(row) {
+                true => len,
+                false => {
+                    whole &= len == 0;
+                    0
+                }
+            };
+            self.scratch.extend_from_slice(&len.to_le_bytes());
         }
         self.lengths.update(&self.scratch);
+        whole
     }
 
     /// Any other type (an id of a date, a decimal, a struct, a view...): as Arrow displays
     /// each value, length first.
-    fn formatted(&mut self, array: &dyn Array, start: usize, end: usize) {
-        match array.data_type() {
-            DataType::Boolean => {
-                let bits = array.as_boolean();
-                self.scratch.clear();
-                self.scratch.extend((start..end).map(|row| u8::from(bits.value(row))));
-                self.hasher.update(&self.scratch);
-                return;
+    fn formatted(&mut self, array: &dyn Array, valid: impl Fn(usize) -> bool) {
+        if let DataType::Boolean = array.data_type() {
+            let bits = array.as_boolean();
+            self.scratch.clear();
+            self.scratch.extend((0..array.len()).map(|row| u8::from(valid(row) && bits.value(row))));
+            self.values.update(&self.scratch);
+            return;
+        }
+        if let DataType::Dictionary(_, values) = array.data_type() {
+            // As its values: a dictionary and its hydrated copy are the same rows.
+            if let Ok(values) = arrow_cast::cast(array, values) {
+                return self.formatted(values.as_ref(), valid);
             }
-            DataType::Dictionary(..) => {
-                // As its values: a dictionary and its hydrated copy are the same rows.
-                if let Ok(values) =
-                    arrow_cast::cast(&array.slice(start, end - start), value_type(array.data_type()))
-                {
-                    return self.values(values.as_ref(), 0, end - start);
-                }
-            }
-            _ => {}
         }
         let Ok(formatter) = ArrayFormatter::try_new(array, &FormatOptions::default()) else {
-            // A type Arrow cannot display still counts its rows.
-            self.hasher.update(&((end - start) as u64).to_le_bytes());
+            // A type Arrow cannot display still counts its rows, in `validity`.
             return;
         };
-        for row in start..end {
+        for row in (0..array.len()).filter(|&row| valid(row)) {
             self.text.clear();
             let _ = formatter.value(row).write(&mut self.text);
             self.lengths.update(&(self.text.len() as u64).to_le_bytes());
-            self.hasher.update(self.text.as_bytes());
+            self.values.update(self.text.as_bytes());
         }
-    }
-}
-
-fn value_type(ty: &DataType) -> &DataType {
-    match ty {
-        DataType::Dictionary(_, values) => values,
-        ty => ty,
     }
 }
 
@@ -287,6 +275,48 @@ mod tests {
         }
         let thirds = [table.slice(0, 1), table.slice(1, 4), table.slice(5, 1)];
         assert_eq!(fingerprint(&thirds), whole);
+    }
+
+    #[test]
+    fn what_lies_under_a_null_does_not_count() {
+        use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+        let nulls = Some(NullBuffer::from(vec![true, false, true]));
+        let of = |columns: Vec<ArrayRef>| {
+            let fields: Vec<Field> = columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+                .collect();
+            fingerprint(&[RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()])
+        };
+        let item = Arc::new(Field::new_list_field(DataType::Int64, true));
+        let garbage: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::new(ScalarBuffer::from(vec![1, 99, 3]), nulls.clone())),
+            Arc::new(StringArray::new(
+                OffsetBuffer::new(vec![0, 1, 3, 4].into()),
+                b"abcd".into(),
+                nulls.clone(),
+            )),
+            Arc::new(ListArray::new(
+                Arc::clone(&item),
+                OffsetBuffer::new(vec![0, 1, 3, 4].into()),
+                Arc::new(arrow_array::Int64Array::from(vec![1, 7, 7, 4])),
+                nulls.clone(),
+            )),
+        ];
+        let clean: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(vec![Some(1), None, Some(3)])),
+            Arc::new(StringArray::from(vec![Some("a"), None, Some("d")])),
+            Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>([
+                Some(vec![Some(1)]),
+                None,
+                Some(vec![Some(4)]),
+            ])),
+        ];
+        for (garbage, clean) in garbage.into_iter().zip(clean) {
+            let ty = format!("{}", clean.data_type());
+            assert_eq!(of(vec![garbage]), of(vec![clean]), "{ty}");
+        }
     }
 
     #[test]
