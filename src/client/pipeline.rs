@@ -108,9 +108,11 @@ impl Default for SolveConfig {
             batch_problems: nonzero(1024),
             batch_bytes: nonzero(64 * 1024),
             // A table's batch travels as Arrow buffers and is solved across the server's
-            // cores, so it is cheap to send and worth making large: tens of thousands of
-            // rows a call, which also keeps the Parquet writer's pieces whole.
-            batch_rows: nonzero(32 * 1024),
+            // cores, so it is cheap to send and worth making large; but each batch is
+            // copied a few times on its way through the server, and twice as many rows
+            // cost a fifth more peak memory (docs/performance.md, "Tables in the bulk
+            // client"). A multiple of the Parquet writer's batch keeps its pieces whole.
+            batch_rows: nonzero(16 * 1024),
             row_group_rows: nonzero(crate::client::table::write::ROW_GROUP_ROWS),
             // Two calls: a server solves a call's small batches on the one task that
             // reads the call, so one call keeps one of its cores busy; with two the last
