@@ -73,16 +73,17 @@ struct SolveArgs {
     /// The output's format, whatever its name says.
     #[arg(long, value_enum, value_name = "FORMAT")]
     output_format: Option<Format>,
-    /// A table's column holding a contract column: `n=pile_size` reads Stone Game IV's n
-    /// from pile_size (and writes the id under its own name); repeatable.
+    /// A table's own column for a contract column (id, num, stones, n, piles):
+    /// `n=pile_size` reads Stone Game IV's n from pile_size; a renamed id is written back
+    /// under its own name. Repeatable.
     #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
     columns: Vec<Rename>,
     /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
     /// repeat to spread the load. Without one, a server is started in this process.
     #[arg(long = "server", value_name = "URL")]
     servers: Vec<String>,
-    /// Continue an interrupted run from the complete lines already in OUTPUT, once its
-    /// sidecar (OUTPUT.resume) proves they answer this input.
+    /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
+    /// (OUTPUT.resume) proves they answer this input.
     #[arg(long)]
     resume: bool,
     /// Ask for the winner only: answers have no `winningMove` (faster on long games).

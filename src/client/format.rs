@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
-    /// One JSON object a line (the protobuf JSON mapping); .jsonl, .ndjson, .json, also
-    /// gzip- or zstd-compressed.
+    /// One JSON object a line (the protobuf JSON mapping); .jsonl, .ndjson, .json (an
+    /// input also gzip- or zstd-compressed).
     Jsonl,
     /// Apache Parquet; .parquet, .pq.
     Parquet,

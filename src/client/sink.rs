@@ -182,7 +182,7 @@ struct TableFile {
     /// The file the sidecar named when the run started, removed once it names `target`.
     stale: Option<PathBuf>,
     /// Rows the writer's own count does not hold (a text output appended to).
-    base: u64,
+    held: u64,
     /// Batch ends not yet checkpointed, oldest first.
     marks: VecDeque<Mark>,
     /// The newest batch end.
@@ -203,14 +203,12 @@ impl<P: Send + 'static> TableSink<P> {
         let (writer, file) = match output {
             TableOutput::Plain(writer) => (*writer, None),
             TableOutput::File(output, opened) => {
-                let OpenedOutput { writer, sidecar, target, stale, resumed } = *opened;
+                let OpenedOutput { writer, sidecar, target, stale, resumed, held } = *opened;
                 let (rows, errors, checkpoint) = resumed.unwrap_or_default();
                 let last = Mark { rows, errors, checkpoint };
-                // A text output appended to holds rows its new writer never saw.
-                let base = if stale.is_none() { rows } else { 0 };
                 (
                     writer,
-                    Some(TableFile { output, sidecar, target, stale, base, marks: VecDeque::new(), last }),
+                    Some(TableFile { output, sidecar, target, stale, held, marks: VecDeque::new(), last }),
                 )
             }
         };
@@ -287,7 +285,7 @@ impl<P: Send + 'static> Sink<P> for TableSink<P> {
             return Ok(());
         }
         let durable = self.writer.durable().map_err(ClientError::table_output)?;
-        let rows = durable.rows + file.base;
+        let rows = durable.rows + file.held;
         let mut newest = None;
         while file.marks.front().is_some_and(|mark| mark.rows <= rows) {
             newest = file.marks.pop_front();

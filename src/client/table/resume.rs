@@ -233,6 +233,8 @@ pub struct OpenedOutput {
     pub stale: Option<PathBuf>,
     /// Rows already in the output, their errors and their input checkpoint.
     pub resumed: Option<(u64, u64, Checkpoint)>,
+    /// Of those, the rows `writer` did not write itself (a text output appended to).
+    pub held: u64,
 }
 
 impl std::fmt::Debug for OpenedOutput {
@@ -294,7 +296,7 @@ pub fn create(spec: &OutputSpec<'_>) -> Result<OpenedOutput, ResumeError> {
         complete: false,
     };
     let sidecar = Sidecar::write_new(output, file)?;
-    Ok(OpenedOutput { writer, sidecar, target: file_name(output), stale: None, resumed: None })
+    Ok(OpenedOutput { writer, sidecar, target: file_name(output), stale: None, resumed: None, held: 0 })
 }
 
 /// Opens the output of a resumed run, whose input is past the rows `saved` answers: a
@@ -334,7 +336,7 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
             .map_err(writer_error(&partial))?;
             let target = file.partial.clone();
             let sidecar = Sidecar::write_new(output, file)?;
-            Ok(OpenedOutput { writer, sidecar, target, stale: None, resumed })
+            Ok(OpenedOutput { writer, sidecar, target, stale: None, resumed, held: rows })
         }
         recovery => {
             let target = match partial == output {
@@ -354,7 +356,14 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
                 .map_err(|source| ResumeError::ReadBack { output: partial.clone(), source })?;
             // The sidecar still names the old file: it does until the new one holds the rows.
             let sidecar = Sidecar::write_new(output, file)?;
-            Ok(OpenedOutput { writer, sidecar, target: file_name(&target), stale: Some(partial), resumed })
+            Ok(OpenedOutput {
+                writer,
+                sidecar,
+                target: file_name(&target),
+                stale: Some(partial),
+                resumed,
+                held: 0,
+            })
         }
     }
 }
