@@ -944,3 +944,20 @@ async fn an_exchange_over_tls() {
     let expected: Vec<_> = [1, 2, 7].map(|n| row_of(&common::expected(&iv(n), &server.tables))).into();
     assert_eq!(rows(&answers[0]), expected);
 }
+
+/// pyarrow's framing: the descriptor alone in a first message without IPC data, and
+/// metadata-only messages between batches.
+#[tokio::test]
+async fn a_descriptor_alone_first_and_metadata_only_messages_are_read_as_pyarrow_sends_them() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut client = flight_client(server.channel().await);
+    let first = FlightData::new().with_descriptor(FlightDescriptor::new_path(vec!["stone_game_iv".into()]));
+    let n = batch(vec![("n", Arc::new(UInt64Array::from(vec![1, 2])) as ArrayRef)]);
+    let mut data = arrow_flight::utils::batches_to_flight_data(&n.schema(), [&n, &n]).unwrap();
+    data.insert(2, FlightData::new().with_app_metadata("between"));
+    let messages = std::iter::once(first).chain(data).map(Ok);
+    let answers = client.do_exchange(futures::stream::iter(messages)).await.unwrap();
+    let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
+    let expected = solve_batch(&server, vec![iv(1), iv(2)], false).await;
+    assert_eq!(answers.iter().map(rows).collect::<Vec<_>>(), [expected.clone(), expected]);
+}

@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
-/// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
+/// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
+/// Square exactly.
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.

@@ -189,8 +189,6 @@ pub struct Http2Config {
     /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
     /// `https://app.example.com`, no path); repeat the flag, or separate with commas, for
     /// more. Other origins get no CORS grant.
-    // The doc is the flag's help text too, where a bare origin reads best.
-    #[allow(rustdoc::bare_urls)]
     #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
     pub grpc_web_origin: Vec<String>,
     /// Serve gRPC only: no Connect protocol (unary Solve and SolveBatch as HTTP/JSON, for

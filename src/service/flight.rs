@@ -15,7 +15,7 @@
 //! `id` column's type changed, or it came or went) a schema message comes before the next
 //! answer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::RecordBatch;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -129,25 +129,43 @@ fn decode_status(err: FlightError) -> Status {
 }
 
 /// The record batches of an exchange, each with the descriptor of its first message.
+///
+/// A message without an IPC header (pyarrow sends the descriptor alone first, and
+/// metadata-only messages later) carries no data and is not decoded.
 fn batches(
     requests: Streaming<FlightData>,
 ) -> impl Stream<Item = Result<(Descriptor, RecordBatch), Status>> + Send + 'static {
-    let decoder = FlightDataDecoder::new(requests.map_err(FlightError::from));
-    decoder
-        .scan(None, |named: &mut Option<Descriptor>, data| {
-            let next = data.map_err(decode_status).and_then(|data| {
-                let named = match *named {
-                    Some(named) => named,
-                    None => *named.insert(descriptor(data.inner.flight_descriptor.as_ref())?),
-                };
-                Ok(match data.payload {
-                    DecodedPayload::RecordBatch(batch) => Some((named, batch)),
-                    DecodedPayload::Schema(_) | DecodedPayload::None => None,
-                })
-            });
-            futures::future::ready(Some(next.transpose()))
+    let named = Arc::new(OnceLock::new());
+    let naming = Arc::clone(&named);
+    let data = requests
+        .map_err(FlightError::from)
+        .and_then(move |data| {
+            let parsed = match naming.get() {
+                Some(_) => Ok(data),
+                None => descriptor(data.flight_descriptor.as_ref())
+                    .map(|descriptor| {
+                        let _ = naming.set(descriptor);
+                        data
+                    })
+                    .map_err(FlightError::from),
+            };
+            futures::future::ready(parsed)
         })
-        .filter_map(futures::future::ready)
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()));
+    FlightDataDecoder::new(data).map_err(decode_status).try_filter_map(move |data| {
+        let batch = match data.payload {
+            DecodedPayload::RecordBatch(batch) => named.get().map(|named| (*named, batch)),
+            DecodedPayload::Schema(_) | DecodedPayload::None => None,
+        };
+        futures::future::ready(Ok(batch))
+    })
+}
+
+/// The memory a batch holds while it is solved, as the read-ahead counts it: its Arrow
+/// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
+/// problems).
+fn weight(batch: &RecordBatch) -> usize {
+    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<crate::solver::Problem>()
 }
 
 /// Solves one batch of problems into its batch of solutions.
@@ -300,7 +318,7 @@ impl FlightService for FlightSolverService {
         let budget = StreamBudget::new(config.batch_window, config.stream_in_flight_bytes);
         let idle = config.stream_idle_timeout.0;
         let requests = batches(request.into_inner());
-        let weigh = |(_, batch): &(Descriptor, RecordBatch)| batch.get_array_memory_size();
+        let weigh = |(_, batch): &(Descriptor, RecordBatch)| weight(batch);
         let answers = solve_in_order(requests, budget, idle, weigh, move |(descriptor, batch)| {
             let solver = Arc::clone(&solver);
             async move { solve_batch(&solver, descriptor, batch).await }
