@@ -395,6 +395,11 @@ fn a_row_with_no_game_or_two_is_that_rows_error() {
         columns(&output, "parquet")[2..7],
         ["move_index", "move_digit", "move_pile", "move_take", "nim_value"]
     );
+    // As JSON lines, a table's row error has the code its reason always has.
+    let lines = dir.path().join("mixed.out.jsonl");
+    solve(&[path_str(&input), "-o", path_str(&lines)], 1);
+    let codes: Vec<i32> = solutions(&lines)[3..].iter().map(|s| s.error.as_ref().unwrap().code).collect();
+    assert_eq!(codes, [pb::solution_error::Code::InvalidArgument as i32; 2]);
 }
 
 #[test]

@@ -119,14 +119,18 @@ pub fn override_rows(
 /// The gRPC code that an error `reason` always comes with; `UNKNOWN` for a reason this
 /// client does not know (a newer server's).
 fn code_of(reason: &str) -> Code {
-    let errors: [ProblemError; 7] = [
+    let game = GameKind::StoneGameIv;
+    let errors: [ProblemError; 10] = [
         ProblemError::MissingProblem,
         ProblemError::MissingGame,
         SolveError::InvalidCharacter { index: 0, found: ' ' }.into(),
         SolveError::OddLength { len: 1 }.into(),
-        SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 0, limit: 0 }.into(),
+        SolveError::OutOfRange { game, n: 0, limit: 0 }.into(),
         PoolError::Panicked(String::new()).into(),
         PoolError::Gone.into(),
+        ProblemError::NullInput { game, index: None },
+        ProblemError::NegativeValue { game, value: -1, index: None },
+        ProblemError::SeveralGames { games: Vec::new() },
     ];
     match errors.iter().find(|err| err.reason() == reason) {
         Some(err) => err.code(),
@@ -458,6 +462,8 @@ mod tests {
         assert_eq!(code_of("PILE_ABOVE_LIMIT"), Code::OutOfRange);
         assert_eq!(code_of("NO_GAME"), Code::InvalidArgument);
         assert_eq!(code_of("SERVER_STOPPING"), Code::Unavailable);
+        assert_eq!(code_of("SEVERAL_GAMES"), Code::InvalidArgument);
+        assert_eq!(code_of("NEGATIVE_VALUE"), Code::InvalidArgument);
         assert_eq!(code_of(INVALID_CELL), Code::InvalidArgument);
         assert_eq!(code_of("FROM_THE_FUTURE"), Code::Unknown);
     }
