@@ -14,10 +14,13 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use prost::bytes::{Buf, BufMut, Bytes};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Status};
 
 use crate::client::batch::Batch;
@@ -111,6 +114,15 @@ pub enum ConnectionError {
     /// The TLS settings do not fit together.
     #[error("{0}")]
     Tls(String),
+    /// The server answered a batch with something that is not its answer (other rows,
+    /// other ids, other columns): it is not trusted again, and its batches go elsewhere.
+    #[error("server {url} answered a batch wrongly: {reason}")]
+    WrongAnswer {
+        /// The server.
+        url: String,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// TLS for `https://` servers, as PEM files; the system's roots are always trusted.
@@ -204,7 +216,7 @@ impl Server {
 }
 
 /// Why one attempt ended.
-enum Failure {
+pub(crate) enum Failure {
     Connect(tonic::transport::Error),
     Status(Status),
     EndedEarly,
@@ -212,6 +224,66 @@ enum Failure {
     /// black hole, which keepalive would only notice later.
     Silent(Duration),
     WriterGone,
+    /// An answer that is not its batch's, or not an answer at all.
+    WrongAnswer(String),
+}
+
+/// What a connection sends and how: the gRPC bulk call ([`Grpc`]) or a Flight exchange
+/// (`flight::Flight`). The connection around it (the window, retries, hand-backs) is the same.
+pub(crate) trait Door: Send + Sync + 'static {
+    /// A batch as it goes on the wire, kept until its answer is written; also the answer's type.
+    type Payload: Clone + Send + Sync + 'static;
+
+    /// Opens one call on `channel`, whose requests come from `requests`; its answers come
+    /// in request order.
+    fn open(
+        &self,
+        channel: Channel,
+        config: &ConnectionConfig,
+        requests: tokio::sync::mpsc::Receiver<Self::Payload>,
+    ) -> BoxFuture<'static, Result<Answers<Self::Payload>, Failure>>;
+
+    /// Why `answer` cannot be the answer to `request`, when it cannot.
+    fn check(&self, request: &Self::Payload, answer: &Self::Payload) -> Result<(), String>;
+}
+
+/// The answers of one call, in order.
+pub(crate) type Answers<P> = BoxStream<'static, Result<P, Failure>>;
+
+/// The gRPC door: `SolveBatchStream`, each batch sent as the bytes the reading thread
+/// encoded. Its answers are checked when they are decoded, on the writing thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Grpc;
+
+impl Door for Grpc {
+    type Payload = Bytes;
+
+    fn open(
+        &self,
+        channel: Channel,
+        config: &ConnectionConfig,
+        requests: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> BoxFuture<'static, Result<Answers<Bytes>, Failure>> {
+        let mut grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        if let Some(encoding) = config.compression {
+            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+        }
+        async move {
+            grpc.ready().await.map_err(Failure::Connect)?;
+            let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
+            let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
+            let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
+            let answers = call.await.map_err(Failure::Status)?.into_inner();
+            Ok(answers.map_err(Failure::Status).boxed())
+        }
+        .boxed()
+    }
+
+    fn check(&self, _request: &Bytes, _answer: &Bytes) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl Failure {
@@ -230,6 +302,7 @@ impl Failure {
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
             Failure::WriterGone => "output writer stopped".to_owned(),
+            Failure::WrongAnswer(reason) => reason.clone(),
         }
     }
 }
@@ -329,6 +402,9 @@ async fn speaks_tls(server: &Server) -> bool {
 
 /// The error to give up with at once, when `failure` is one that no retry can fix.
 fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
+    if let Failure::WrongAnswer(reason) = failure {
+        return Some(ConnectionError::WrongAnswer { url: server.url.clone(), reason: reason.clone() });
+    }
     if let Failure::Status(status) = failure {
         if is_permanent(status.code()) {
             return Some(ConnectionError::Rejected {
@@ -352,10 +428,11 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
 /// Reconnects with backoff after failures; gives up after `retry_for` without an answer,
 /// counted from the last answer (or the first batch sent after it), so that a connection
 /// that goes silent is given up on as promptly as one that fails.
-pub async fn run(
+pub(crate) async fn run<D: Door>(
     server: Server,
-    queue: Arc<WorkQueue>,
-    writer: mpsc::Sender<ToWriter>,
+    door: Arc<D>,
+    queue: Arc<WorkQueue<D::Payload>>,
+    writer: mpsc::Sender<ToWriter<D::Payload>>,
     config: ConnectionConfig,
 ) -> Result<(), ConnectionError> {
     let mut window = VecDeque::new();
@@ -367,8 +444,17 @@ pub async fn run(
     loop {
         let mut answered = false;
         let mut waiting_since = None;
-        let attempt =
-            attempt(&server, &queue, &writer, &config, &mut window, &mut answered, &mut waiting_since).await;
+        let attempt = attempt(
+            &server,
+            &*door,
+            &queue,
+            &writer,
+            &config,
+            &mut window,
+            &mut answered,
+            &mut waiting_since,
+        )
+        .await;
         // Whatever was sent and not answered goes to whichever connection is free first.
         let unanswered = window.len();
         queue.resend(window.drain(..));
@@ -418,12 +504,14 @@ pub async fn run(
 /// One connection and one call; `window` holds the batches sent and not yet answered, and
 /// `waiting_since` when the oldest wait for an answer began (the last answer, or the send
 /// into an empty window).
-async fn attempt(
+#[allow(clippy::too_many_arguments)]
+async fn attempt<D: Door>(
     server: &Server,
-    queue: &WorkQueue,
-    writer: &mpsc::Sender<ToWriter>,
+    door: &D,
+    queue: &WorkQueue<D::Payload>,
+    writer: &mpsc::Sender<ToWriter<D::Payload>>,
     config: &ConnectionConfig,
-    window: &mut VecDeque<Batch>,
+    window: &mut VecDeque<Batch<D::Payload>>,
     answered: &mut bool,
     waiting_since: &mut Option<Instant>,
 ) -> Result<(), Failure> {
@@ -431,44 +519,37 @@ async fn attempt(
         connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
         () = queue.finished() => return Ok(()),
     };
-    let mut grpc = tonic::client::Grpc::new(channel)
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(config.max_message_bytes);
-    if let Some(encoding) = config.compression {
-        grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
-    }
-    grpc.ready().await.map_err(Failure::Connect)?;
 
     // The first batch goes before the call opens, so that an idle connection holds no call.
     let Some(first) = queue.next().await else { return Ok(()) };
     let capacity = config.window.max(1);
-    let (sender, requests) = tokio::sync::mpsc::channel::<Bytes>(capacity);
+    let (sender, requests) = tokio::sync::mpsc::channel::<D::Payload>(capacity);
     let mut sender = Some(sender);
     send(&sender, &first);
     window.push_back(first);
     *waiting_since = Some(Instant::now());
-    let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
-    let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
-    let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
-    let mut answers = call.await.map_err(Failure::Status)?.into_inner();
+    let mut answers = door.open(channel, config, requests).await?;
 
     let silence = config.retry_for.max(MIN_SILENCE);
     loop {
         let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
             biased;
-            answer = answers.message() => match answer {
-                Ok(Some(solutions)) => {
-                    let batch = window.pop_front().ok_or(Failure::EndedEarly)?;
+            answer = answers.next() => match answer {
+                Some(Ok(solutions)) => {
+                    let batch = window.front().ok_or(Failure::EndedEarly)?;
+                    // Checked before it leaves the window: a wrong answer's batch is resent.
+                    door.check(&batch.payload, &solutions).map_err(Failure::WrongAnswer)?;
+                    let batch = window.pop_front().expect("the window holds it");
                     *answered = true;
                     *waiting_since = (!window.is_empty()).then(Instant::now);
                     writer
                         .send(ToWriter::Answered(Answered { batch, solutions }))
                         .map_err(|_| Failure::WriterGone)?;
                 }
-                Ok(None) if sender.is_none() && window.is_empty() => return Ok(()),
-                Ok(None) => return Err(Failure::EndedEarly),
-                Err(status) => return Err(Failure::Status(status)),
+                None if sender.is_none() && window.is_empty() => return Ok(()),
+                None => return Err(Failure::EndedEarly),
+                Some(Err(failure)) => return Err(failure),
             },
             next = queue.next(), if sender.is_some() && window.len() < capacity => match next {
                 Some(batch) => {
@@ -488,7 +569,7 @@ async fn attempt(
 
 /// Queues `batch` on the call. The channel holds at most the window, which has room, so
 /// this cannot block; if the call is gone, the error surfaces on the answer side.
-fn send(sender: &Option<tokio::sync::mpsc::Sender<Bytes>>, batch: &Batch) {
+fn send<P: Clone>(sender: &Option<tokio::sync::mpsc::Sender<P>>, batch: &Batch<P>) {
     if let Some(sender) = sender {
         let _ = sender.try_send(batch.payload.clone());
     }
