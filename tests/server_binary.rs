@@ -112,6 +112,35 @@ async fn sighup_reloads_the_certificates_and_a_bad_file_keeps_the_old_ones() {
     assert_eq!(server.wait_exit().await.code(), Some(0));
 }
 
+/// A SIGHUP never ends a server without TLS files: it says there is nothing to reload,
+/// the call in flight goes on, and new calls are answered.
+#[tokio::test]
+async fn sighup_without_tls_files_is_logged_and_ends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let (mut server, addr) = start_logging(&[], &log);
+    let mut client = GameSolverServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let (requests, stream) = tokio::sync::mpsc::channel(4);
+    let request = |n| pb::SolveStreamRequest { problem: Some(iv(n)), winner_only: false };
+    requests.send(request(2)).await.unwrap();
+    let mut answers =
+        client.solve_stream(tokio_stream::wrappers::ReceiverStream::new(stream)).await.unwrap().into_inner();
+    let answer = answers.message().await.unwrap().and_then(|a| a.solution).unwrap();
+    assert_eq!(answer.id, "2");
+
+    server.signal("HUP");
+    logged(&log, "SIGHUP: nothing to reload (no TLS files; flags and tables are read at start-up)", 1).await;
+    assert!(server.child.try_wait().unwrap().is_none(), "the server ended on SIGHUP");
+    requests.send(request(3)).await.unwrap();
+    let answer = answers.message().await.unwrap().and_then(|a| a.solution).unwrap();
+    assert_eq!((answer.id.as_str(), answer.winner), ("3", pb::Winner::Alice as i32));
+    drop(requests);
+    assert!(answers.message().await.unwrap().is_none());
+    assert_eq!(solve(&mut client, iv(2)).await.unwrap().winner, pb::Winner::Bob as i32);
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
 #[test]
 fn an_iv_table_in_a_missing_directory_is_an_error_at_start_up() {
     let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
