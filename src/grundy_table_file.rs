@@ -7,7 +7,6 @@
 //! values fail [`check_grundy_values`], is recomputed; a file with another magic is
 //! someone else's and refused.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +14,7 @@ use parking_lot::Mutex;
 
 use crate::games::nim_square::{check_grundy_values, InvalidGrundyTable};
 use crate::games::GrundyTable;
-use crate::iv_table_file::{directory_exists, remove_stale_temporaries, write_atomically};
+use crate::table_file;
 
 const MAGIC: [u8; 8] = *b"GSNIMGRU";
 const VERSION: u32 = 1;
@@ -42,6 +41,13 @@ pub enum GrundyTableFileError {
     /// The file's directory does not exist, so the table could never be saved.
     #[error("{path}: the directory does not exist")]
     NoDirectory {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The path is a symbolic link: whatever it points to is not the server's to read
+    /// or to replace.
+    #[error("{path}: a symbolic link; refusing to follow it")]
+    Link {
         /// The file.
         path: PathBuf,
     },
@@ -141,18 +147,21 @@ impl GrundyTableStore {
     }
 
     /// Loads the file into `table` at start-up. Refuses a path whose directory does not
-    /// exist, a file that cannot be read and one that is not a Grundy table; a damaged
-    /// table is only reported, to be recomputed.
+    /// exist, a file that cannot be read, a symbolic link and one that is not a Grundy
+    /// table; a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
-        remove_stale_temporaries(&self.path);
+        table_file::remove_stale_temporaries(&self.path);
         let io = |source| GrundyTableFileError::Io { path: self.path.clone(), source };
-        let bytes = match fs::read(&self.path) {
+        let bytes = match table_file::read(&self.path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                return match directory_exists(&self.path) {
+                return match table_file::directory_exists(&self.path) {
                     true => Ok(GrundyOpened::Missing),
                     false => Err(GrundyTableFileError::NoDirectory { path: self.path.clone() }),
                 };
+            }
+            Err(err) if table_file::is_link(&err, &self.path) => {
+                return Err(GrundyTableFileError::Link { path: self.path.clone() })
             }
             Err(err) => return Err(io(err)),
         };
@@ -180,7 +189,7 @@ impl GrundyTableStore {
             return Ok(None);
         }
         let (covered, values) = table.snapshot();
-        write_atomically(&self.path, &encode(covered, &values))
+        table_file::write_atomically(&self.path, &encode(covered, &values))
             .map_err(|source| GrundyTableFileError::Io { path: self.path.clone(), source })?;
         *saved = covered;
         Ok(Some(covered))
@@ -200,6 +209,8 @@ impl GrundyTableStore {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
@@ -254,5 +265,20 @@ mod tests {
             GrundyTableStore::new(nowhere).open(&table),
             Err(GrundyTableFileError::NoDirectory { .. })
         ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_table_path_is_refused_even_to_a_good_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, target) = (dir.path().join("grundy.table"), dir.path().join("elsewhere.table"));
+        let grown = GrundyTable::new(1_000);
+        grown.extend_to(500).unwrap();
+        GrundyTableStore::new(&target).save_if_grown(&grown).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let table = GrundyTable::new(1_000);
+        let err = GrundyTableStore::new(&path).open(&table).unwrap_err();
+        assert_eq!(err.to_string(), format!("{}: a symbolic link; refusing to follow it", path.display()));
+        assert_eq!(table.covered(), 0);
     }
 }

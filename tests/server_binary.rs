@@ -172,6 +172,30 @@ fn a_file_that_is_not_a_table_is_refused_and_kept() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes, not a table\n");
 }
 
+/// A link at the table path is not followed, even to a good table: the start is refused
+/// and the file it points to is left alone.
+#[cfg(unix)]
+#[test]
+fn a_table_path_that_is_a_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, target) = (dir.path().join("iv.table"), dir.path().join("elsewhere.table"));
+    let table =
+        IvTableFile { covered: 1000, losing: gamesolver::games::stone_game_iv::losing_positions_below(1000) };
+    table.save(&target).unwrap();
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-precompute", "5000", "--iv-table", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let expected = format!(
+        "gamesolver-server: stone game iv table: {}: a symbolic link; refusing to follow it\n",
+        path.display()
+    );
+    assert_eq!(problems(&output.stderr), expected);
+    assert_eq!(IvTableFile::load(&target).unwrap(), table);
+}
+
 /// The lines of `stderr` that are not INFO log lines (start-up facts such as the
 /// open-file limit): what reports a problem, which must be said once.
 fn problems(stderr: &[u8]) -> String {
