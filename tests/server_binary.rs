@@ -183,11 +183,23 @@ fn a_table_path_that_is_a_link_is_refused() {
         IvTableFile { covered: 1000, losing: gamesolver::games::stone_game_iv::losing_positions_below(1000) };
     table.save(&target).unwrap();
     std::os::unix::fs::symlink(&target, &path).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+    let mut server = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
         .args(["--listen", "127.0.0.1:0", "--iv-precompute", "5000", "--iv-table", path.to_str().unwrap()])
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    // A server that followed the link would serve on: a bounded wait, then a kill.
+    let exited = (0..300).find_map(|_| {
+        let status = server.try_wait().unwrap();
+        if status.is_none() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        status
+    });
+    let _ = server.kill();
+    let output = server.wait_with_output().unwrap();
+    assert_eq!(exited.and_then(|status| status.code()), Some(1), "the server started on a linked table");
     let expected = format!(
         "gamesolver-server: stone game iv table: {}: a symbolic link; refusing to follow it\n",
         path.display()
