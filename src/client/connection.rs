@@ -4,22 +4,27 @@
 //! Batches travel as the bytes encoded on the reading thread (a pass-through codec), and
 //! answers come back as bytes decoded on the writing thread: the async workers only move
 //! frames, which leaves the CPU to parsing, solving and formatting. A batch stays in the
-//! connection's window until its answer is handed to the writer; when the call fails,
-//! every batch of the window goes back to the queue, so that each is answered exactly
-//! once, by whichever server gets it next.
+//! connection's window until its answer, checked against it ([`answer_check`]), is handed
+//! to the writer; when the call fails, every batch of the window goes back to the queue,
+//! so that each is answered exactly once, by whichever server gets it next. A server that
+//! answers wrongly is not asked again, on any of its connections.
+//!
+//! [`answer_check`]: crate::client::answer_check
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use prost::bytes::{Buf, BufMut, Bytes};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Status};
 
+use crate::client::answer_check::{self, WrongAnswer};
 use crate::client::batch::Batch;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
@@ -98,6 +103,15 @@ pub enum ConnectionError {
         /// The last failure.
         last: String,
     },
+    /// The server answered something other than what was asked: its batches go to the
+    /// other servers, and it is not asked again.
+    #[error("server {url} answered wrongly: {what}")]
+    WrongAnswer {
+        /// The server.
+        url: String,
+        /// The first wrong answer found.
+        what: WrongAnswer,
+    },
     /// A TLS file given on the command line cannot be read.
     #[error("cannot read {flag} {path}")]
     TlsFile {
@@ -155,11 +169,22 @@ impl TlsFiles {
     }
 }
 
-/// A parsed server address.
+/// A parsed server address; its clones (one a connection) share what is known of it.
 #[derive(Debug, Clone)]
 pub struct Server {
     url: String,
     endpoint: Endpoint,
+    distrust: Arc<Distrust>,
+}
+
+/// Set when any connection to a server finds a wrong answer: from then on none of its
+/// connections sends it a batch.
+#[derive(Debug, Default)]
+struct Distrust {
+    /// The first wrong answer found, which every connection reports.
+    why: OnceLock<WrongAnswer>,
+    /// Cancelled once `why` is set.
+    set: CancellationToken,
 }
 
 impl Server {
@@ -189,7 +214,7 @@ impl Server {
             // Room for a full window of answers, so that the server never waits on us.
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20);
-        Ok(Server { url: full, endpoint })
+        Ok(Server { url: full, endpoint, distrust: Arc::default() })
     }
 
     /// The URL, normalised.
@@ -200,6 +225,18 @@ impl Server {
     /// True for an `https://` server.
     pub fn is_tls(&self) -> bool {
         self.url.starts_with("https://")
+    }
+
+    /// Marks the server as answering wrongly, for every connection to it.
+    fn distrust(&self, wrong: WrongAnswer) -> Failure {
+        let _ = self.distrust.why.set(wrong);
+        self.distrust.set.cancel();
+        Failure::Distrusted
+    }
+
+    /// Resolves once the server has answered wrongly on any connection.
+    async fn distrusted(&self) {
+        self.distrust.set.cancelled().await
     }
 }
 
@@ -212,10 +249,12 @@ enum Failure {
     /// black hole, which keepalive would only notice later.
     Silent(Duration),
     WriterGone,
+    /// The server answered wrongly, on this connection or another one.
+    Distrusted,
 }
 
 impl Failure {
-    fn describe(&self) -> String {
+    fn describe(&self, server: &Server) -> String {
         match self {
             Failure::Connect(err) => format!("cannot connect: {}", error_chain(err)),
             Failure::Status(status) => {
@@ -230,6 +269,7 @@ impl Failure {
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
             Failure::WriterGone => "output writer stopped".to_owned(),
+            Failure::Distrusted => server.distrust.why.get().map(ToString::to_string).unwrap_or_default(),
         }
     }
 }
@@ -329,6 +369,9 @@ async fn speaks_tls(server: &Server) -> bool {
 
 /// The error to give up with at once, when `failure` is one that no retry can fix.
 fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
+    if let (Failure::Distrusted, Some(what)) = (failure, server.distrust.why.get()) {
+        return Some(ConnectionError::WrongAnswer { url: server.url.clone(), what: what.clone() });
+    }
     if let Failure::Status(status) = failure {
         if is_permanent(status.code()) {
             return Some(ConnectionError::Rejected {
@@ -345,7 +388,8 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
         Failure::Status(status) => is_certificate_failure(status),
         _ => false,
     };
-    certificate.then(|| ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe() })
+    certificate
+        .then(|| ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe(server) })
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
@@ -399,14 +443,14 @@ pub async fn run(
             return Err(ConnectionError::Unreachable {
                 url: server.url.clone(),
                 elapsed: since.elapsed(),
-                last: failure.describe(),
+                last: failure.describe(&server),
             });
         }
         let handed_back = match unanswered {
             0 => String::new(),
             n => format!("; {n} unanswered batches handed back"),
         };
-        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe());
+        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe(&server));
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = queue.finished() => return Ok(()),
@@ -428,6 +472,7 @@ async fn attempt(
     waiting_since: &mut Option<Instant>,
 ) -> Result<(), Failure> {
     let channel = tokio::select! {
+        () = server.distrusted() => return Err(Failure::Distrusted),
         connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
         () = queue.finished() => return Ok(()),
     };
@@ -440,7 +485,12 @@ async fn attempt(
     grpc.ready().await.map_err(Failure::Connect)?;
 
     // The first batch goes before the call opens, so that an idle connection holds no call.
-    let Some(first) = queue.next().await else { return Ok(()) };
+    let first = tokio::select! {
+        biased;
+        () = server.distrusted() => return Err(Failure::Distrusted),
+        first = queue.next() => first,
+    };
+    let Some(first) = first else { return Ok(()) };
     let capacity = config.window.max(1);
     let (sender, requests) = tokio::sync::mpsc::channel::<Bytes>(capacity);
     let mut sender = Some(sender);
@@ -457,9 +507,16 @@ async fn attempt(
         let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
             biased;
+            () = server.distrusted() => return Err(Failure::Distrusted),
             answer = answers.message() => match answer {
                 Ok(Some(solutions)) => {
-                    let batch = window.pop_front().ok_or(Failure::EndedEarly)?;
+                    let Some(batch) = window.pop_front() else {
+                        return Err(server.distrust(WrongAnswer::Unrequested));
+                    };
+                    if let Err(wrong) = answer_check::check(&batch, &solutions) {
+                        window.push_front(batch);
+                        return Err(server.distrust(wrong));
+                    }
                     *answered = true;
                     *waiting_since = (!window.is_empty()).then(Instant::now);
                     writer

@@ -4,7 +4,8 @@
 //! A run is a pipeline of bounded stages: `input` reads lines (plain, gzip or zstd);
 //! `problem_json` parses each into a `Problem` (or says why it is not one); `batch`
 //! encodes them on the reading thread; `queue` hands the batches to one `connection` per
-//! server; `output` puts the answers back in input order on the writing thread. `budget`
+//! server, which checks each answer against its batch (`answer_check`); `output` puts
+//! the answers back in input order on the writing thread. `budget`
 //! bounds the bytes between reading and writing, so memory stays flat whatever the input
 //! size; `fingerprint` and `resume` prove that a cut-off output is this input's and
 //! continue it; `pipeline` starts, runs and stops the whole; [`gen`] writes the random
@@ -14,6 +15,7 @@
 //! through the [`EmbeddedStarter`] its caller hands it, so that a program linking the
 //! client does not link the server.
 
+pub(crate) mod answer_check;
 pub(crate) mod batch;
 pub(crate) mod budget;
 pub(crate) mod connection;
@@ -28,6 +30,7 @@ pub(crate) mod progress;
 pub(crate) mod queue;
 pub(crate) mod resume;
 
+pub use answer_check::WrongAnswer;
 pub use batch::{BatchBuilder, InputMark};
 pub use connection::{ConnectionError, TlsFiles};
 pub use embedded::{BoxError, EmbeddedServer, EmbeddedStarter};
