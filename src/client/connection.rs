@@ -37,9 +37,9 @@ const SOLVE_BATCH_STREAM: &str = "SolveBatchStream";
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// The shortest silence, with batches in flight, that counts as a failure, so that
-/// `--retry-for 0` (give up at the first failure) does not turn every answer slower
-/// than an instant into one.
+/// The shortest silence (with batches in flight, or while connecting) that counts as a
+/// failure, so that `--retry-for 0` (give up at the first failure) does not turn every
+/// answer or handshake slower than an instant into one.
 const MIN_SILENCE: Duration = Duration::from_secs(1);
 
 /// How one server is talked to.
@@ -246,8 +246,10 @@ enum Failure {
     Status(Status),
     EndedEarly,
     /// Batches were outstanding and nothing came back for the whole retry period: a
-    /// black hole, which keepalive would only notice later.
+    /// black hole, which keepalive would only notice later, or never.
     Silent(Duration),
+    /// The TLS or HTTP/2 handshake did not complete within the retry period.
+    NoConnection(Duration),
     WriterGone,
     /// The server answered wrongly, on this connection or another one.
     Distrusted,
@@ -268,6 +270,7 @@ impl Failure {
             }
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
+            Failure::NoConnection(waited) => format!("no connection within {waited:.1?}"),
             Failure::WriterGone => "output writer stopped".to_owned(),
             Failure::Distrusted => server.distrust.why.get().map(ToString::to_string).unwrap_or_default(),
         }
@@ -394,8 +397,9 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
 /// Reconnects with backoff after failures; gives up after `retry_for` without an answer,
-/// counted from the last answer (or the first batch sent after it), so that a connection
-/// that goes silent is given up on as promptly as one that fails.
+/// counted from the last answer (or the first batch sent after it, or the start of a
+/// connection that never completes), so that a server that goes silent at any step is
+/// given up on as promptly as one that fails.
 pub async fn run(
     server: Server,
     queue: Arc<WorkQueue>,
@@ -460,8 +464,11 @@ pub async fn run(
 }
 
 /// One connection and one call; `window` holds the batches sent and not yet answered, and
-/// `waiting_since` when the oldest wait for an answer began (the last answer, or the send
-/// into an empty window).
+/// `waiting_since` when the oldest wait on the server began (the connection, the last
+/// answer, or the send into an empty window). Every such wait ends after the silence the
+/// retry period allows, whatever the server does meanwhile: a server can keep its
+/// connection alive (answer pings) and still never complete a handshake, never open the
+/// call or never answer on it.
 async fn attempt(
     server: &Server,
     queue: &WorkQueue,
@@ -471,18 +478,31 @@ async fn attempt(
     answered: &mut bool,
     waiting_since: &mut Option<Instant>,
 ) -> Result<(), Failure> {
-    let channel = tokio::select! {
+    let silence = config.retry_for.max(MIN_SILENCE);
+    let connecting = Instant::now();
+    *waiting_since = Some(connecting);
+    let connect = async {
+        // connect_timeout bounds only the TCP connect: the TLS and HTTP/2 handshakes
+        // are bounded here.
+        let channel = server.endpoint.connect().await.map_err(Failure::Connect)?;
+        let mut grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        if let Some(encoding) = config.compression {
+            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+        }
+        grpc.ready().await.map_err(Failure::Connect)?;
+        Ok(grpc)
+    };
+    let mut grpc = tokio::select! {
         () = server.distrusted() => return Err(Failure::Distrusted),
-        connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
+        connected = tokio::time::timeout(silence, connect) => {
+            connected.map_err(|_| Failure::NoConnection(silence))??
+        }
         () = queue.finished() => return Ok(()),
     };
-    let mut grpc = tonic::client::Grpc::new(channel)
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(config.max_message_bytes);
-    if let Some(encoding) = config.compression {
-        grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
-    }
-    grpc.ready().await.map_err(Failure::Connect)?;
+    // Connected: an idle connection waits for work, not for the server.
+    *waiting_since = None;
 
     // The first batch goes before the call opens, so that an idle connection holds no call.
     let first = tokio::select! {
@@ -496,13 +516,21 @@ async fn attempt(
     let mut sender = Some(sender);
     send(&sender, &first);
     window.push_back(first);
-    *waiting_since = Some(Instant::now());
+    let sent = Instant::now();
+    *waiting_since = Some(sent);
     let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
     let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
     let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
-    let mut answers = call.await.map_err(Failure::Status)?.into_inner();
+    // The call opens with the server's response headers, which a server may never send.
+    let opened = tokio::select! {
+        biased;
+        () = server.distrusted() => return Err(Failure::Distrusted),
+        opened = tokio::time::timeout_at(tokio::time::Instant::from_std(sent + silence), call) => {
+            opened.map_err(|_| Failure::Silent(silence))?
+        }
+    };
+    let mut answers = opened.map_err(Failure::Status)?.into_inner();
 
-    let silence = config.retry_for.max(MIN_SILENCE);
     loop {
         let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
