@@ -4,7 +4,7 @@
 //! is truncated, corrupt, of another format or whose list fails
 //! [`check_losing_list`] is rejected as a whole: the caller recomputes rather than
 //! answer from a table it cannot trust. A link at the table's path is refused, and a save
-//! is atomic and writes through no link ([`crate::table_file`]).
+//! is atomic and writes through no link (`table_file`).
 //! [`IvTableStore`] binds a file to the live table for the server: load once, save when
 //! the table has grown.
 //!

@@ -8,10 +8,12 @@
 //! keys and lengths, comparing each solution's id bytes with its problem's in the batch's
 //! own encoded request, so it allocates nothing; an encoding the walk leaves aside
 //! (groups) is decoded by prost instead, whose reading is the one the writer will use.
+//! The walk is the codec's ([`crate::codec`]).
 
 use prost::Message;
 
 use crate::client::batch::Batch;
+use crate::codec::{WireError, WireField, WireFields, WireValue};
 use crate::pb;
 
 /// How an answer fails its batch.
@@ -63,11 +65,11 @@ pub(crate) fn check(batch: &Batch, answer: &[u8]) -> Result<(), WrongAnswer> {
             (Some(Ok(_)), Some(Ok(_))) | (None, Some(Ok(_))) | (Some(Ok(_)), None) => {
                 return mismatch(batch, answer, index);
             }
-            (_, Some(Err(Walk::Malformed(reason)))) => {
+            (_, Some(Err(WireError::Malformed(reason)))) => {
                 return Err(WrongAnswer::Malformed { seq: batch.seq, reason: reason.into() });
             }
             // Left to prost (the request is this client's own, and never needs it).
-            (Some(Err(_)), _) | (_, Some(Err(Walk::Unusual))) => return check_decoded(batch, answer),
+            (Some(Err(_)), _) | (_, Some(Err(WireError::Group))) => return check_decoded(batch, answer),
         }
     }
 }
@@ -111,29 +113,24 @@ fn check_decoded(batch: &Batch, answer: &[u8]) -> Result<(), WrongAnswer> {
     }
 }
 
-/// Why a walk stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Walk {
-    /// Bytes prost would refuse too.
-    Malformed(&'static str),
-    /// Valid, but an encoding the walk does not follow.
-    Unusual,
-}
-
 /// The ids of the messages in field 1 of a batch message (problems or solutions), as
 /// prost reads them: each message's last field 1, or empty.
 struct Ids<'a>(&'a [u8]);
 
 impl<'a> Iterator for Ids<'a> {
-    type Item = Result<&'a [u8], Walk>;
+    type Item = Result<&'a [u8], WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let mut fields = Fields(self.0);
+        let mut fields = WireFields(self.0);
         let found = loop {
             match fields.next() {
                 Ok(None) => break None,
-                Ok(Some((1, Some(message)))) => break Some(id(message)),
-                Ok(Some((1, None))) => break Some(Err(Walk::Malformed("field 1 is not a message"))),
+                Ok(Some(WireField { number: 1, value: WireValue::Len(message), .. })) => {
+                    break Some(id(message))
+                }
+                Ok(Some(WireField { number: 1, .. })) => {
+                    break Some(Err(WireError::Malformed("field 1 is not a message")))
+                }
                 Ok(Some(_)) => {}
                 Err(err) => break Some(Err(err)),
             }
@@ -148,78 +145,17 @@ impl<'a> Iterator for Ids<'a> {
 }
 
 /// The id of one problem or solution: its last length-delimited field 1.
-fn id(message: &[u8]) -> Result<&[u8], Walk> {
-    let mut fields = Fields(message);
+fn id(message: &[u8]) -> Result<&[u8], WireError> {
+    let mut fields = WireFields(message);
     let mut id: &[u8] = &[];
-    while let Some((number, value)) = fields.next()? {
-        if number == 1 {
-            id = value.ok_or(Walk::Malformed("an id that is not a string"))?;
+    while let Some(field) = fields.next()? {
+        match field {
+            WireField { number: 1, value: WireValue::Len(value), .. } => id = value,
+            WireField { number: 1, .. } => return Err(WireError::Malformed("an id that is not a string")),
+            _ => {}
         }
     }
     Ok(id)
-}
-
-/// The fields of a message, front to back.
-struct Fields<'a>(&'a [u8]);
-
-/// A field's number, and its bytes when it is length-delimited.
-type Field<'a> = (u64, Option<&'a [u8]>);
-
-impl<'a> Fields<'a> {
-    #[inline]
-    fn next(&mut self) -> Result<Option<Field<'a>>, Walk> {
-        if self.0.is_empty() {
-            return Ok(None);
-        }
-        let key = self.varint()?;
-        let number = key >> 3;
-        if number == 0 || key > u64::from(u32::MAX) {
-            return Err(Walk::Malformed("invalid field key"));
-        }
-        let value = match key & 7 {
-            0 => self.varint().map(|_| None)?,
-            1 => self.skip(8).map(|()| None)?,
-            2 => {
-                let len = usize::try_from(self.varint()?).map_err(|_| Walk::Malformed("length overflow"))?;
-                let value = self.0.get(..len).ok_or(Walk::Malformed("a field runs past the end"))?;
-                self.0 = &self.0[len..];
-                Some(value)
-            }
-            5 => self.skip(4).map(|()| None)?,
-            3 | 4 => return Err(Walk::Unusual),
-            _ => return Err(Walk::Malformed("invalid wire type")),
-        };
-        Ok(Some((number, value)))
-    }
-
-    /// A varint as prost reads it: at most 10 bytes, the tenth 0 or 1.
-    #[inline]
-    fn varint(&mut self) -> Result<u64, Walk> {
-        // Keys, lengths and flags: almost every varint of an answer is one byte.
-        if let Some((&byte, rest)) = self.0.split_first() {
-            if byte < 0x80 {
-                self.0 = rest;
-                return Ok(u64::from(byte));
-            }
-        }
-        let mut value = 0;
-        for (i, &byte) in self.0.iter().take(10).enumerate() {
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                self.0 = &self.0[i + 1..];
-                return match i < 9 || byte < 2 {
-                    true => Ok(value),
-                    false => Err(Walk::Malformed("invalid varint")),
-                };
-            }
-        }
-        Err(Walk::Malformed("invalid varint"))
-    }
-
-    fn skip(&mut self, len: usize) -> Result<(), Walk> {
-        self.0 = self.0.get(len..).ok_or(Walk::Malformed("a field runs past the end"))?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

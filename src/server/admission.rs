@@ -170,6 +170,36 @@ impl Share {
         self.amount += more;
         Ok(())
     }
+
+    /// Takes `more` into this holding past the per-peer cap, when it is all its peer
+    /// holds and the server-wide limit has room: what runs alone may take the server's
+    /// room, never its reserve.
+    pub(crate) fn try_grow_alone(&mut self, more: usize) -> Result<(), Refusal> {
+        let mut holdings = self.pool.holdings.lock();
+        if holdings.peers.get(&self.peer).copied().unwrap_or(0) != self.amount {
+            return Err(Refusal::PeerCap);
+        }
+        if holdings.total + more > self.pool.policy.limit {
+            return Err(Refusal::Full);
+        }
+        holdings.total += more;
+        *holdings.peers.entry(self.peer).or_default() += more;
+        self.amount += more;
+        Ok(())
+    }
+
+    /// The most all peers together hold before only those under their fair share get more.
+    pub(crate) fn limit(&self) -> usize {
+        self.pool.policy.limit
+    }
+
+    /// Gives back what this holds beyond `amount`.
+    pub(crate) fn shrink_to(&mut self, amount: usize) {
+        if amount < self.amount {
+            self.pool.give_back(self.peer, self.amount - amount);
+            self.amount = amount;
+        }
+    }
 }
 
 impl Drop for Share {

@@ -17,8 +17,8 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::inflate::{self, Inflate};
-use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{FairShare, Share};
+use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
+use crate::server::admission::{FairShare, Refusal, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -30,8 +30,9 @@ enum Phase {
     Announced { compressed: bool, len: usize },
     /// Passing on the rest of an uncompressed message.
     Passing { left: usize },
-    /// Collecting a compressed message of `len` bytes, to inflate it whole.
-    Collecting { len: usize },
+    /// Collecting a message of `len` bytes: a compressed one to inflate it whole, a
+    /// solver request to charge it what it decodes to.
+    Collecting { compressed: bool, len: usize },
     /// Waiting for one of the few inflation slots, holding the compressed message.
     AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
@@ -43,6 +44,8 @@ enum Phase {
 pub(super) struct Budgeted {
     inner: Body,
     inflate: Option<Inflate>,
+    /// What the messages are, for charging them decoded.
+    requests: Requests,
     buf: BytesMut,
     phase: Phase,
     messages: u64,
@@ -59,6 +62,7 @@ impl Budgeted {
     pub(super) fn new(
         inner: Body,
         inflate: Option<Inflate>,
+        requests: Requests,
         peer: IpAddr,
         held: Arc<Mutex<Option<Share>>>,
         budget: Arc<FairShare>,
@@ -67,6 +71,7 @@ impl Budgeted {
         Budgeted {
             inner,
             inflate,
+            requests,
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
@@ -119,11 +124,17 @@ impl Budgeted {
                         return Poll::Pending;
                     };
                     *self.held.lock() = Some(share);
-                    self.phase = match (*compressed, self.inflate) {
-                        (true, Some(_)) => Phase::Collecting { len: *len },
-                        // Uncompressed, or compressed without a known encoding, which
-                        // tonic refuses.
-                        _ => Phase::Passing { left: *len + GRPC_HEADER },
+                    let (compressed, len) = (*compressed, *len);
+                    self.phase = match (compressed, self.inflate, self.requests) {
+                        (true, Some(_), _) => Phase::Collecting { compressed, len },
+                        (false, _, Requests::OneProblem | Requests::Problems) => {
+                            // Paid for: the message's room at once, not by doubling.
+                            self.buf.reserve((GRPC_HEADER + len).saturating_sub(self.buf.len()));
+                            Phase::Collecting { compressed, len }
+                        }
+                        // Another service's, or compressed without a known encoding,
+                        // which tonic refuses.
+                        _ => Phase::Passing { left: len + GRPC_HEADER },
                     };
                 }
                 Phase::Passing { left } => {
@@ -138,13 +149,19 @@ impl Budgeted {
                     }
                     return Poll::Ready(Some(Ok(self.buf.split_to(take).freeze())));
                 }
-                Phase::Collecting { len } => {
-                    let len = *len;
+                Phase::Collecting { compressed, len } => {
+                    let (compressed, len) = (*compressed, *len);
                     if self.buf.len() < GRPC_HEADER + len {
                         return Poll::Ready(None);
                     }
                     let message = self.buf.split_to(GRPC_HEADER + len).freeze();
-                    self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                    if compressed {
+                        self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                        continue;
+                    }
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    return Poll::Ready(Some(self.charge_decoded(&message).map(|()| message)));
                 }
                 Phase::AwaitingInflation { message, slot } => {
                     let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
@@ -177,10 +194,57 @@ impl Budgeted {
                         }
                         Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
                     };
-                    return Poll::Ready(Some(inflated.map(Bytes::from)));
+                    let charged = inflated.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    return Poll::Ready(Some(charged.map(Bytes::from)));
                 }
             }
         }
+    }
+
+    /// Charges a whole solver request `frame` (header included) its bytes and what it
+    /// decodes to, in place of the copies charged while it arrived: the share grows
+    /// (never waiting, as inflating does) or gives back the difference. One costing more
+    /// than a client's whole share runs alone: within the server's limit, charged all
+    /// of it; past that limit, within the share, as long as it costs no more than the
+    /// largest message could as its bytes and a copy; beyond that it is refused.
+    fn charge_decoded(&self, frame: &[u8]) -> Result<(), Status> {
+        let one_problem = match self.requests {
+            Requests::OneProblem => true,
+            Requests::Problems => false,
+            Requests::Other => return Ok(()),
+        };
+        let decoded = crate::codec::decoded_request_bytes(&frame[GRPC_HEADER..], one_problem);
+        let cost = units(frame.len()) + units(decoded);
+        let mut held = self.held.lock();
+        let Some(share) = held.as_mut() else { return Ok(()) };
+        let (cap, limit) = (share.cap(), share.limit());
+        let copies = units(self.limits.max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
+        let past = |bytes: usize, whose: &str| {
+            Status::resource_exhausted(format!(
+                "request message decodes to {decoded} bytes, past the {} bytes of request memory {whose}",
+                bytes * BUDGET_UNIT
+            ))
+        };
+        let wanted = match cost {
+            _ if cost <= limit => cost,
+            _ if cost <= copies => cap,
+            _ => return Err(past(limit, "of the whole server")),
+        };
+        if wanted <= share.amount() {
+            share.shrink_to(wanted);
+            return Ok(());
+        }
+        let more = wanted - share.amount();
+        let grown = match wanted <= cap {
+            true => share.try_grow(more),
+            false => share.try_grow_alone(more),
+        };
+        grown.map_err(|refusal| match refusal {
+            Refusal::PeerCap => past(cap, "one client may hold"),
+            Refusal::Full => Status::resource_exhausted(
+                "server overloaded: its memory for request messages is in use; retry later",
+            ),
+        })
     }
 
     /// Ends a call that owes bytes and has sent none for the stream idle timeout.

@@ -15,6 +15,9 @@
 //!   front of another peer's small message.
 //! - Compressed messages are inflated here, not by tonic, so that the inflated bytes are
 //!   counted as they grow ([`inflate`]).
+//! - A solver request is read whole here, then charged what it decodes to (8 bytes a
+//!   stone or pile, a struct a problem), which can be many times its bytes, before
+//!   tonic decodes it; one that cannot have that much is refused undecoded.
 //! - A call whose first message, or the rest of a message it has begun, does not come
 //!   within `stream_idle_timeout` ends with `DEADLINE_EXCEEDED`.
 //!
@@ -47,7 +50,9 @@ mod inflate;
 const BUDGET_UNIT: usize = 1024;
 
 /// Copies of a request message the server holds at once: the bytes tonic buffers and
-/// the message decoded from them. The budget charges each message this many times.
+/// the message decoded from them. The budget charges a message this many times its
+/// bytes while they arrive; a solver request, once read, is charged its bytes and what
+/// it decodes to instead ([`budget`]).
 const MESSAGE_COPIES: usize = 2;
 
 /// Length of the gRPC message header: a compressed flag and a big-endian `u32` length.
@@ -55,6 +60,32 @@ const GRPC_HEADER: usize = 5;
 
 /// Requests to this service are neither limited nor counted as work.
 const EXEMPT_PREFIX: &str = "/grpc.health.v1.Health/";
+
+/// What a call's request messages are, for charging them by what they decode to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Requests {
+    /// `Solve`, `SolveStream`: a problem a message.
+    OneProblem,
+    /// `SolveBatch`, `SolveBatchStream`: problems.
+    Problems,
+    /// Any other service's: charged by their bytes alone.
+    Other,
+}
+
+impl Requests {
+    /// The requests of the method at `path`.
+    fn of(path: &str) -> Requests {
+        let method = path
+            .strip_prefix('/')
+            .and_then(|path| path.strip_prefix(crate::pb::game_solver_service_server::SERVICE_NAME))
+            .and_then(|path| path.strip_prefix('/'));
+        match method {
+            Some("Solve" | "SolveStream") => Requests::OneProblem,
+            Some("SolveBatch" | "SolveBatchStream") => Requests::Problems,
+            _ => Requests::Other,
+        }
+    }
+}
 
 /// Limits the layer enforces.
 #[derive(Debug, Clone)]
@@ -251,6 +282,7 @@ where
             let budget = Budgeted::new(
                 request_body,
                 inflate,
+                Requests::of(request.uri().path()),
                 peer,
                 Arc::clone(&guard.held),
                 Arc::clone(&self.layer.budget),
