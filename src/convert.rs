@@ -114,6 +114,18 @@ impl From<ProblemError> for pb::SolutionError {
     }
 }
 
+/// The `ErrorInfo.reason` of a request (a bulk client's input line, or an HTTP/JSON
+/// body) that is not the message it should be in the protobuf JSON mapping.
+pub const INVALID_JSON: &str = "INVALID_JSON";
+
+/// The status of an HTTP/JSON request body that is not its request message:
+/// `INVALID_ARGUMENT` with an `ErrorInfo` ([`INVALID_JSON`]); `message` says what is wrong
+/// and where.
+pub fn invalid_json(message: String) -> Status {
+    let details = ErrorDetails::with_error_info(INVALID_JSON, ERROR_DOMAIN, HashMap::<String, String>::new());
+    Status::with_error_details(Code::InvalidArgument, message, details)
+}
+
 /// A `SolutionError` from its parts; the bulk client builds its own line errors with it.
 pub fn wire_error(
     code: Code,

@@ -15,7 +15,8 @@
 //! - [`solver`]: the domain fan-out every door calls: grows tables, solves inline or on
 //!   the CPU pool, guards against panics, counts problems by game.
 //! - [`service`]: the doors, thin adapters over the fan-out: the `GameSolverService` gRPC
-//!   service and the stream plumbing the streaming doors share.
+//!   service, the Connect protocol's HTTP/JSON calls translated to it, and the stream
+//!   plumbing the streaming doors share.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
 //!   load; `table_file`, what they share on disk (no link followed, exclusive temporaries).

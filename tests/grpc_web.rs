@@ -1,8 +1,8 @@
 //! gRPC-Web on the gRPC port behind `--grpc-web`: a browser's CORS preflight and unary
 //! call over HTTP/1.1, written on raw TCP as a browser sends them, seen by the metrics
 //! like any call, closed by the idle timeout without HTTP/2 bytes and at once on shutdown;
-//! and without the flag, HTTP/1.1 closed as before. `.ci/grpc-web.sh` runs a real gRPC-Web
-//! client.
+//! and with neither it nor the Connect door (`--no-connect`), HTTP/1.1 closed unanswered.
+//! `.ci/grpc-web.sh` runs a real gRPC-Web client.
 
 mod common;
 mod production;
@@ -243,8 +243,10 @@ async fn the_handshake_timeout_holds_with_grpc_web_on() {
 }
 
 #[tokio::test]
-async fn without_the_flag_http1_is_closed_unanswered() {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn with_neither_grpc_web_nor_connect_http1_is_closed_unanswered() {
+    let mut config = ServerConfig::default();
+    config.http2.no_connect = true;
+    let server = TestServer::start(config).await;
     for request in [preflight(ORIGIN).into_bytes(), grpc_web_solve(sum("a", "25??"))] {
         let mut socket = TcpStream::connect(server.addr).await.unwrap();
         socket.write_all(&request).await.unwrap();

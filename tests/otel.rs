@@ -224,3 +224,39 @@ async fn a_call_without_traceparent_starts_a_trace_of_its_own() {
     assert!(call.parent_span_id.is_empty(), "a root span");
     assert!(call.trace_id.iter().any(|&b| b != 0));
 }
+
+#[tokio::test]
+async fn a_connect_call_is_traced_as_the_grpc_call_it_stands_for() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stop = CancellationToken::new();
+    let collector = Collector::default();
+    let url = collector.serve(stop.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_server(&url, Duration::from_millis(100), &dir.path().join("server.log"));
+    // curl's request over HTTP/1.1, with the caller's traceparent; a bad problem.
+    let (trace_id, caller_span) = ([0x5c; 16], [0x1e; 8]);
+    let body = r#"{"problem":{"sumGame":{"num":"123"}}}"#;
+    let request = format!(
+        "POST /{SOLVE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         traceparent: 00-{}-{}-01\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        hex(&trace_id),
+        hex(&caller_span),
+        body.len()
+    );
+    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(20), socket.read_to_string(&mut answer)).await.unwrap().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    let spans = collector.trace(&trace_id, &[SOLVE]).await;
+    let call = named(&spans, SOLVE);
+    assert_eq!(call.parent_span_id, caller_span, "the call continues the caller's span");
+    let rpc_method = attribute(&call.attributes, "rpc.method").and_then(as_string);
+    assert_eq!(rpc_method.as_deref(), Some("Solve"));
+    // INVALID_ARGUMENT, as over gRPC.
+    assert_eq!(attribute(&call.attributes, "rpc.grpc.status_code").and_then(as_int), Some(3));
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+    stop.cancel();
+}

@@ -1,4 +1,4 @@
-//! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::serve`].
+//! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::Server`].
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
 /// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
 ///
-/// Every flag can also be set in the environment as GAMESOLVER_<FLAG> (upper case, `-`
+/// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]

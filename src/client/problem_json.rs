@@ -46,7 +46,7 @@ impl From<LineError> for pb::SolutionError {
     fn from(err: LineError) -> Self {
         let (reason, mut metadata) = match &err {
             LineError::Problem { source, .. } => (source.reason(), source.metadata()),
-            LineError::Json { .. } => ("INVALID_JSON", BTreeMap::new()),
+            LineError::Json { .. } => (convert::INVALID_JSON, BTreeMap::new()),
             LineError::TooLong { len, limit, .. } => (
                 "LINE_TOO_LONG",
                 BTreeMap::from([

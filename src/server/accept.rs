@@ -5,11 +5,13 @@
 //!   accepting and the kernel's backlog holds newcomers (never an unbounded queue);
 //! - a connection must finish its handshake (TLS, if any) and send the 24-byte HTTP/2
 //!   preface within `handshake_timeout`; handshakes run in their own tasks, so a silent
-//!   peer never holds up the next accept. With `accept_http1` (gRPC-Web), a connection
-//!   whose first bytes leave the preface is taken as HTTP/1.1 instead, under the same
-//!   deadline, cap and idle timeout (hyper's header-read timeout then bounds the rest
-//!   of each request head); without it, such a connection is closed at once, with an
-//!   orderly end of stream rather than a reset;
+//!   peer never holds up the next accept. With `accept_http1` (the Connect door, on by
+//!   default, and gRPC-Web), a connection whose first bytes leave the preface is taken as
+//!   HTTP/1.1 instead when they open a request line (a known method and a space), under
+//!   the same deadline, cap and idle timeout (hyper's header-read timeout then bounds the
+//!   rest of each request head); without it (`--no-connect` and no `--grpc-web`), or when
+//!   they are neither, such a connection is closed at once, with an orderly end of stream
+//!   rather than a reset;
 //! - a connection with no call in flight for `idle_timeout` is closed (gRPC's
 //!   `MAX_CONNECTION_IDLE`); PINGs do not count as calls;
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
@@ -60,7 +62,8 @@ pub(crate) struct ConnectionLimits {
     pub(crate) idle_under_pressure: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
-    /// Take connections that do not open with the HTTP/2 preface as HTTP/1.1.
+    /// Take connections that do not open with the HTTP/2 preface as HTTP/1.1 (the Connect
+    /// door and gRPC-Web).
     pub(crate) accept_http1: bool,
 }
 
@@ -240,10 +243,18 @@ impl<H: Handshake> Stream for Incoming<H> {
     }
 }
 
+/// The methods an HTTP/1.1 request may open with here. A connection whose first bytes
+/// leave the HTTP/2 preface is taken as HTTP/1.1 only when they start with one of them and
+/// a space, so that other bytes (a TLS hello on the plaintext port, h2spec's invalid
+/// preface) are refused as an invalid preface, unanswered, rather than by hyper's `400`.
+const HTTP1_METHODS: [&[u8]; 9] =
+    [b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH"];
+
 /// Reads a connection's first bytes: the HTTP/2 preface in full, or, with `accept_http1`,
 /// as much as it takes to see that they are not the preface (an HTTP/1.1 request's
-/// method differs within its first two bytes). Reading stops there, so a short request
-/// is never waited on for bytes it will not send.
+/// method differs within its first two bytes) and that they start a request line: a
+/// method and a space. Reading stops there, so a short request is never waited on for
+/// bytes it will not send.
 async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> io::Result<Opening> {
     let mut read = [0u8; PREFACE.len()];
     let mut have = 0;
@@ -253,14 +264,38 @@ async fn read_opening(io: &mut (impl AsyncRead + Unpin), accept_http1: bool) -> 
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         have += n;
-        if read[..have] != PREFACE[..have] {
-            return match accept_http1 {
-                true => Ok(Opening::Http1(Bytes::copy_from_slice(&read[..have]))),
-                false => Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface")),
-            };
+        if read[..have] == PREFACE[..have] {
+            continue;
+        }
+        if !accept_http1 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface"));
+        }
+        match http1_method(&read[..have]) {
+            Some(true) => return Ok(Opening::Http1(Bytes::copy_from_slice(&read[..have]))),
+            Some(false) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "neither HTTP/2 nor HTTP/1.1"))
+            }
+            None => {}
         }
     }
-    Ok(Opening::Http2)
+    match read == *PREFACE {
+        true => Ok(Opening::Http2),
+        false => Err(io::Error::new(io::ErrorKind::InvalidData, "neither HTTP/2 nor HTTP/1.1")),
+    }
+}
+
+/// Whether `start` opens an HTTP/1.1 request line (a known method, then a space);
+/// `None` while it could still.
+fn http1_method(start: &[u8]) -> Option<bool> {
+    let mut could_be = false;
+    for method in HTTP1_METHODS {
+        match start.get(..=method.len()) {
+            Some(line) if line[..method.len()] == *method && line[method.len()] == b' ' => return Some(true),
+            Some(_) => {}
+            None => could_be |= method.starts_with(start) || start.starts_with(method),
+        }
+    }
+    (!could_be).then_some(false)
 }
 
 /// Closes a connection whose opening was refused with an orderly end of stream (after
@@ -313,6 +348,22 @@ mod tests {
         match read_opening(&mut post, true).await {
             Ok(Opening::Http1(start)) => assert_eq!(&start[..], b"POST /x HTTP/1.1\r\n"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn http1_is_a_known_method_and_a_space_and_anything_else_is_refused() {
+        for request in [&b"GET / HTTP/1.1\r\n"[..], b"PATCH /x HTTP/1.1\r\n", b"OPTIONS * HTTP/1.1\r\n"] {
+            assert!(matches!(read_opening(&mut &request[..], true).await, Ok(Opening::Http1(_))));
+        }
+        // A method cut short is waited on; one that is not a method is refused.
+        let err = read_opening(&mut &b"DELE"[..], true).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        for garbage in
+            [&b"INVALID CONNECTION PREFACE\r\n\r\n"[..], b"\x16\x03\x01\x02\x00", b"GETX / HTTP/1.1"]
+        {
+            let err = read_opening(&mut &garbage[..], true).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{garbage:?}");
         }
     }
 

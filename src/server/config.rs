@@ -168,10 +168,21 @@ pub struct Http2Config {
     #[arg(long)]
     pub grpc_web: bool,
     /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
-    /// https://app.example.com, no path); repeat the flag, or separate with commas, for
+    /// `https://app.example.com`, no path); repeat the flag, or separate with commas, for
     /// more. Other origins get no CORS grant.
     #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
     pub grpc_web_origin: Vec<String>,
+    /// Serve gRPC only: no Connect protocol (unary Solve and SolveBatch as HTTP/JSON, for
+    /// curl) on this port, and HTTP/1.1 connections closed unanswered unless --grpc-web.
+    #[arg(long)]
+    pub no_connect: bool,
+}
+
+impl Http2Config {
+    /// True when a connection may speak HTTP/1.1: for the Connect door or gRPC-Web.
+    pub(crate) fn accepts_http1(&self) -> bool {
+        !self.no_connect || self.grpc_web
+    }
 }
 
 /// Checks an origin as CORS compares it: `scheme://host[:port]`, exactly as a browser
@@ -197,6 +208,7 @@ impl Default for Http2Config {
             compress_responses: false,
             grpc_web: false,
             grpc_web_origin: Vec::new(),
+            no_connect: false,
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Makes two of tonic's statuses the ones grpc-go and grpc-java send for the same event,
 //! so that callers in any language can branch on the code:
-//! - the server's own `--request-timeout` ends a call with `DEADLINE_EXCEEDED` (tonic's
-//!   timeout answers `CANCELLED`, "Timeout expired");
+//! - the server's own `--request-timeout`, or the call's `grpc-timeout` when shorter, ends
+//!   a call with `DEADLINE_EXCEEDED` (tonic's timeout answers `CANCELLED`, "Timeout
+//!   expired"). tonic's own timeout sits outside every layer, where a Connect call (which
+//!   carries `Connect-Timeout-Ms`) has no `grpc-timeout` yet: the Connect door's
+//!   translation adds one, and it is enforced here;
 //! - a request message above `--max-message-bytes` is `RESOURCE_EXHAUSTED` (tonic's
 //!   decoder says `OUT_OF_RANGE`; grpc-go and grpc-java say `RESOURCE_EXHAUSTED`).
 //!
@@ -41,9 +44,9 @@ pub(crate) struct GrpcCodes<S> {
     request_timeout: Option<Duration>,
 }
 
-impl<S, Req> Service<Req> for GrpcCodes<S>
+impl<S, B> Service<http::Request<B>> for GrpcCodes<S>
 where
-    S: Service<Req, Response = http::Response<Body>>,
+    S: Service<http::Request<B>, Response = http::Response<Body>>,
     S::Future: Send + 'static,
 {
     type Response = http::Response<Body>;
@@ -54,23 +57,69 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Req) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let client = grpc_timeout(request.headers());
         let response = self.inner.call(request);
-        let timeout = self.request_timeout;
+        let timeout = match (self.request_timeout, client) {
+            (Some(server), Some(client)) if client < server => Some(Deadline::Client(client)),
+            (Some(server), _) => Some(Deadline::Server(server)),
+            (None, client) => client.map(Deadline::Client),
+        };
         Box::pin(async move {
             let response = match timeout {
                 None => response.await?,
-                Some(timeout) => match tokio::time::timeout(timeout, response).await {
+                Some(deadline) => match tokio::time::timeout(deadline.duration(), response).await {
                     Ok(response) => response?,
-                    Err(_) => {
-                        let message = format!("the server's request timeout of {timeout:?} expired");
-                        return Ok(Status::deadline_exceeded(message).into_http());
-                    }
+                    Err(_) => return Ok(Status::deadline_exceeded(deadline.expired()).into_http()),
                 },
             };
             Ok(resource_exhausted_for_large_messages(response))
         })
     }
+}
+
+/// Whose deadline bounds a call.
+#[derive(Debug, Clone, Copy)]
+enum Deadline {
+    /// `--request-timeout`.
+    Server(Duration),
+    /// The call's `grpc-timeout`.
+    Client(Duration),
+}
+
+impl Deadline {
+    fn duration(self) -> Duration {
+        match self {
+            Deadline::Server(d) | Deadline::Client(d) => d,
+        }
+    }
+
+    fn expired(self) -> String {
+        match self {
+            Deadline::Server(d) => format!("the server's request timeout of {d:?} expired"),
+            Deadline::Client(d) => format!("the call's deadline of {d:?} expired"),
+        }
+    }
+}
+
+/// A call's `grpc-timeout` (gRPC's HTTP/2 protocol: at most 8 digits and a unit); `None`
+/// when absent or malformed, as tonic reads it.
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.as_bytes();
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// Rewrites tonic's `OUT_OF_RANGE` for an over-limit request into `RESOURCE_EXHAUSTED`,
@@ -87,4 +136,24 @@ fn resource_exhausted_for_large_messages(mut response: http::Response<Body>) -> 
         let _ = rewritten.add_header(response.headers_mut());
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_as_the_protocol_writes_them() {
+        let parse = |value: &'static str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-timeout", http::HeaderValue::from_static(value));
+            grpc_timeout(&headers)
+        };
+        assert_eq!(parse("1500m"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        for bad in ["m", "123456789m", "10x", "1.5S", ""] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The whole gRPC server as one type: the solver service, health, reflection, limits,
-//! TLS, metrics, connection ageing, gRPC-Web for browsers (behind `--grpc-web`) and the
-//! Stone Game IV table's lifecycle.
+//! TLS, metrics, connection ageing, the Connect protocol's HTTP/JSON calls for curl (off
+//! with `--no-connect`), gRPC-Web for browsers (behind `--grpc-web`) and the Stone Game
+//! IV table's lifecycle.
 //!
 //! [`Server::bind`] does everything that can fail (TLS files, the table file, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until
@@ -23,6 +24,7 @@ use crate::games::{StoneGameIvTable, Tables};
 use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
+use crate::service::connect::{ConnectLayer, JsonRequests};
 use crate::service::GameSolverService;
 use crate::solver::Solver;
 use metrics::Metrics as ServerMetrics;
@@ -180,16 +182,22 @@ impl Server {
         // Outermost first. With --grpc-web, CORS answers a browser's preflight before
         // anything else (it is no call: neither counted nor limited) and adds its grant to
         // every answer, refusals included, so that the page can read their status; then
-        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, so that the call span,
-        // the metrics, the limits (framing, inflation, the memory budget) and the codes see
-        // it as any other call (tests/grpc_web.rs checks its metrics). The metrics see the
+        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, and ConnectLayer a
+        // Connect call, so that the call span, the metrics, the limits (framing, inflation,
+        // the memory budget) and the codes see it as any other call (tests/grpc_web.rs and
+        // tests/connect.rs check their metrics); a Connect JSON message is decoded only
+        // past the limits, by JsonRequests around the solver service. The metrics see the
         // limits' refusals and the codes as rewritten by GrpcCodesLayer. Without
         // --otlp-endpoint there is no call span layer at all.
         let grpc_web = config.http2.grpc_web.then(tonic_web::GrpcWebLayer::new);
+        let max_message_bytes = config.limits.max_message_bytes;
+        let connect = (!config.http2.no_connect)
+            .then(|| ConnectLayer::new(max_message_bytes, config.http2.compress_responses));
         let call_spans = config.observability.otlp_endpoint.as_ref().map(|_| traces::CallSpanLayer);
         let router = Self::transport(&config)
             .layer(option_layer(cors))
             .layer(option_layer(grpc_web))
+            .layer(option_layer(connect))
             .layer(option_layer(call_spans))
             .layer(metrics::CallMetricsLayer { metrics: metrics.clone() })
             .layer(limits::CallLimitsLayer::new(&config, calls.clone()))
@@ -207,7 +215,7 @@ impl Server {
         grundy_table.precompute_in_background(config.grundy_table.precompute);
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));
 
-        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), grpc_web = config.http2.grpc_web, "serving");
+        tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), connect = !config.http2.no_connect, grpc_web = config.http2.grpc_web, "serving");
         let incoming = Self::incoming(&config, listener, tls, metrics, stopping.clone());
         let server = router.serve_with_incoming_shutdown(incoming, stopping.clone().cancelled_owned());
 
@@ -249,12 +257,12 @@ impl Server {
     }
 
     /// The solver service, reporting to the metrics, with the message and compression
-    /// settings.
+    /// settings, and the Connect door's JSON decoding in front.
     fn solver_service(
         config: &ServerConfig,
         tables: Arc<Tables>,
         metrics: &ServerMetrics,
-    ) -> GameSolverServiceServer<GameSolverService> {
+    ) -> JsonRequests<GameSolverServiceServer<GameSolverService>> {
         let solver = Solver::new(tables, config.solver.clone()).with_observer(Arc::new(metrics.clone()));
         let max = config.limits.max_message_bytes;
         let service = GameSolverServiceServer::new(GameSolverService::new(Arc::new(solver)))
@@ -262,12 +270,13 @@ impl Server {
             .max_encoding_message_size(max)
             .accept_compressed(CompressionEncoding::Gzip)
             .accept_compressed(CompressionEncoding::Zstd);
-        match config.http2.compress_responses {
+        let service = match config.http2.compress_responses {
             true => {
                 service.send_compressed(CompressionEncoding::Zstd).send_compressed(CompressionEncoding::Gzip)
             }
             false => service,
-        }
+        };
+        JsonRequests::new(service, max)
     }
 
     /// CORS for gRPC-Web: the listed origins may POST calls and read their status and
@@ -301,11 +310,11 @@ impl Server {
         Ok(Some(cors))
     }
 
-    /// tonic's HTTP/2 settings, and HTTP/1.1 for gRPC-Web.
+    /// tonic's HTTP/2 settings, and HTTP/1.1 for the Connect door and gRPC-Web.
     fn transport(config: &ServerConfig) -> tonic::transport::Server {
         let http2 = &config.http2;
         let builder = tonic::transport::Server::builder()
-            .accept_http1(http2.grpc_web)
+            .accept_http1(http2.accepts_http1())
             .max_concurrent_streams(http2.max_concurrent_streams)
             .initial_stream_window_size(http2.http2_stream_window)
             .initial_connection_window_size(http2.http2_connection_window)
@@ -337,7 +346,7 @@ impl Server {
             idle_under_pressure: config.limits.idle_under_pressure.0,
             handshake_timeout: config.limits.handshake_timeout.0,
             idle_timeout: config.limits.connection_idle_timeout.0,
-            accept_http1: http2.grpc_web,
+            accept_http1: http2.accepts_http1(),
         };
         let handshake = connections::Accept { tls, forced_close_after, metrics };
         accept::Incoming::new(listener, limits, stopping, handshake)

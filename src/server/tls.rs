@@ -168,8 +168,9 @@ impl ReloadableTls {
     }
 }
 
-/// A rustls server configuration from the files: HTTP/2 only (ALPN `h2`), client
-/// certificates required when a client CA is given.
+/// A rustls server configuration from the files: ALPN `h2`, then `http/1.1` (the Connect
+/// door and gRPC-Web; a server with both off closes such a connection at its first
+/// bytes, as over plaintext), client certificates required when a client CA is given.
 fn build(settings: &TlsSettings) -> Result<(ServerConfig, LoadedTls), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = read_certificates(&settings.cert)?;
@@ -195,7 +196,7 @@ fn build(settings: &TlsSettings) -> Result<(ServerConfig, LoadedTls), TlsError> 
     let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|source| TlsError::Rustls { path: settings.key.clone(), source })?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok((config, LoadedTls { cert: leaf, client_cas }))
 }
 

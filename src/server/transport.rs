@@ -17,7 +17,8 @@
 //! the h2 crate hyper uses that the GOAWAY written here is one a peer decodes, so an
 //! upgrade that changes what hyper writes or reads shows up there.
 //!
-//! With gRPC-Web on, a connection may speak HTTP/1.1 instead ([`Opening::Http1`]): its
+//! A connection may speak HTTP/1.1 instead, for the Connect door or gRPC-Web
+//! ([`Opening::Http1`]): its
 //! first bytes are replayed the same way, but there are no frames to follow and no
 //! GOAWAY to write; closing only ends the input, and hyper closes an HTTP/1.1
 //! connection whose input ends between requests.
@@ -45,7 +46,8 @@ pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 enum Mode {
     /// HTTP/2: frames are followed and closing writes a GOAWAY.
     Http2,
-    /// HTTP/1.1 (gRPC-Web and CORS from browsers): closing only ends the input.
+    /// HTTP/1.1 (the Connect door, gRPC-Web and CORS from browsers): closing only ends
+    /// the input.
     Http1,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! It owns only its encoding: each problem is converted ([`convert`]), the fan-out solves
 //! it, and each outcome becomes a `Solution`; the streaming RPCs read and answer through
-//! [`super::stream`].
+//! `super::stream`.
 
 use std::sync::Arc;
 

@@ -3,12 +3,16 @@
 //!
 //! - [`grpc`]: the `GameSolverService` protobuf RPCs (gRPC-Web reaches it through a layer
 //!   of the server's).
+//! - [`connect`]: the Connect protocol's unary calls (HTTP/JSON, for curl), translated to
+//!   and from the gRPC calls they stand for, so that they reach [`grpc`] through the same
+//!   layers.
 //! - `stream`: what every streaming door shares: answers in request order, a bounded
 //!   read-ahead, the idle timeout.
 //!
 //! A door owns its encoding and nothing else: the limits, metrics and traces are the
 //! server's layers around every door, and the solving is the fan-out's.
 
+pub mod connect;
 pub mod grpc;
 pub(crate) mod stream;
 

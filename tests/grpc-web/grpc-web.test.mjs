@@ -11,7 +11,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 
@@ -20,6 +19,7 @@ import {
   SolutionError_Code,
   Winner,
 } from "./gen/gamesolver/v1/gamesolver_pb.js";
+import { decodeErrorInfo } from "./rich-error.mjs";
 
 const addr = process.env.GAMESOLVER_ADDR;
 const origin = process.env.ORIGIN ?? "http://localhost:3000";
@@ -54,31 +54,6 @@ async function call(what, promise) {
     }
     throw err;
   }
-}
-
-// Decodes a google.rpc.ErrorInfo (reason = 1, domain = 2, metadata = 3) from its bytes;
-// the contract does not import google/rpc, so there is no generated type for it.
-function decodeErrorInfo(bytes) {
-  const reader = new BinaryReader(bytes);
-  const info = { reason: "", domain: "", metadata: {} };
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1) info.reason = reader.string();
-    else if (field === 2) info.domain = reader.string();
-    else if (field === 3) {
-      const entry = new BinaryReader(reader.bytes());
-      let key = "";
-      let value = "";
-      while (entry.pos < entry.len) {
-        const [f, w] = entry.tag();
-        if (f === 1) key = entry.string();
-        else if (f === 2) value = entry.string();
-        else entry.skip(w);
-      }
-      info.metadata[key] = value;
-    } else reader.skip(wireType);
-  }
-  return info;
 }
 
 test("unary Solve: the winner and Alice's move, CORS headers on the answer", async () => {

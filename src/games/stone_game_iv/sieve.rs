@@ -10,9 +10,9 @@
 //! The method, and why it is exact, is in `docs/stone-game-iv.md`; each constant below
 //! names what decided it (`examples/iv_cold.rs --baseline`, `benches/stone_game_iv.rs`).
 //!
-//! The marking loop reads the list as low 32-bit halves ([`Lows`]) and adds k² − lo
+//! The marking loop reads the list as low 32-bit halves (`Lows`) and adds k² − lo
 //! modulo 2^32: exact for a P-position landing in the segment, and for the groups past
-//! a run's end as long as P-positions lie less than [`MAX_GAP`] apart, which every
+//! a run's end as long as P-positions lie less than `MAX_GAP` apart, which every
 //! segment checks. The same loop thus serves piles above 2^32.
 
 use std::sync::{Mutex, PoisonError};
@@ -341,7 +341,7 @@ impl Sieve {
     /// them first.
     ///
     /// # Panics
-    /// On a bad segment, and if P-positions lie [`MAX_GAP`] or more apart (none do to
+    /// On a bad segment, and if P-positions lie `MAX_GAP` or more apart (none do to
     /// 10^10; the marks would then not be exact).
     pub fn classify(&mut self, losing: &[u64], lo: u64, hi: u64, found: &mut Vec<u64>) {
         assert!(lo < hi && hi - lo <= SEGMENT, "bad segment [{lo}, {hi})");

@@ -61,7 +61,8 @@ impl Inflate {
         // The output is the whole gRPC frame, header first, so tonic gets it without a copy.
         let mut out = vec![0u8; GRPC_HEADER];
         let most = GRPC_HEADER + limit.saturating_add(1);
-        let mut capacity = (input.len() * 4).clamp(4096, most);
+        // Not `clamp`: below 4 KiB of limit, `most` is the smaller bound.
+        let mut capacity = (input.len() * 4).max(4096).min(most);
         // The input is already paid for; the output is on top of it while both exist.
         let input_units = held.amount();
         loop {

@@ -1498,9 +1498,9 @@ const file_gamesolver_v1_gamesolver_proto_rawDesc = "" +
 	"\x12WINNER_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fWINNER_ALICE\x10\x01\x12\x0e\n" +
 	"\n" +
-	"WINNER_BOB\x10\x022\xed\x02\n" +
-	"\x11GameSolverService\x12B\n" +
-	"\x05Solve\x12\x1b.gamesolver.v1.SolveRequest\x1a\x1c.gamesolver.v1.SolveResponse\x12Q\n" +
+	"WINNER_BOB\x10\x022\xf2\x02\n" +
+	"\x11GameSolverService\x12G\n" +
+	"\x05Solve\x12\x1b.gamesolver.v1.SolveRequest\x1a\x1c.gamesolver.v1.SolveResponse\"\x03\x90\x02\x01\x12Q\n" +
 	"\n" +
 	"SolveBatch\x12 .gamesolver.v1.SolveBatchRequest\x1a!.gamesolver.v1.SolveBatchResponse\x12X\n" +
 	"\vSolveStream\x12!.gamesolver.v1.SolveStreamRequest\x1a\".gamesolver.v1.SolveStreamResponse(\x010\x01\x12g\n" +

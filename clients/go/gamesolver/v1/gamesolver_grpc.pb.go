@@ -45,6 +45,7 @@ const (
 type GameSolverServiceClient interface {
 	// Solves one problem. A bad problem fails the call with INVALID_ARGUMENT (or
 	// OUT_OF_RANGE for a Stone Game IV pile above the server's limit) and rich details.
+	// It has no side effects, so Connect clients may send it as an HTTP GET.
 	Solve(ctx context.Context, in *SolveRequest, opts ...grpc.CallOption) (*SolveResponse, error)
 	// Solves many problems: one solution per problem, in the same order. A bad problem
 	// gets a solution with `error` set and the others are still answered. The whole
@@ -121,6 +122,7 @@ type GameSolverService_SolveBatchStreamClient = grpc.BidiStreamingClient[SolveBa
 type GameSolverServiceServer interface {
 	// Solves one problem. A bad problem fails the call with INVALID_ARGUMENT (or
 	// OUT_OF_RANGE for a Stone Game IV pile above the server's limit) and rich details.
+	// It has no side effects, so Connect clients may send it as an HTTP GET.
 	Solve(context.Context, *SolveRequest) (*SolveResponse, error)
 	// Solves many problems: one solution per problem, in the same order. A bad problem
 	// gets a solution with `error` set and the others are still answered. The whole

@@ -66,6 +66,7 @@ class GameSolverServiceServicer:
     def Solve(self, request, context):
         """Solves one problem. A bad problem fails the call with INVALID_ARGUMENT (or
         OUT_OF_RANGE for a Stone Game IV pile above the server's limit) and rich details.
+        It has no side effects, so Connect clients may send it as an HTTP GET.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -742,6 +742,7 @@ export declare const GameSolverService: GenService<{
   /**
    * Solves one problem. A bad problem fails the call with INVALID_ARGUMENT (or
    * OUT_OF_RANGE for a Stone Game IV pile above the server's limit) and rich details.
+   * It has no side effects, so Connect clients may send it as an HTTP GET.
    *
    * @generated from rpc gamesolver.v1.GameSolverService.Solve
    */
