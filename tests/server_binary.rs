@@ -208,6 +208,33 @@ fn a_table_path_that_is_a_link_is_refused() {
     assert_eq!(IvTableFile::load(&target).unwrap(), table);
 }
 
+/// `--peer-header` without `--trusted-proxy` is refused at start-up, and by
+/// `--check-config`: believed from anyone, the header would let a client name itself
+/// anyone.
+#[test]
+fn a_peer_header_without_trusted_proxies_is_refused() {
+    let expected = "gamesolver-server: --peer-header x-real-ip needs --trusted-proxy CIDR, the addresses of the \
+                    proxies that set it: from any other address the header would let a client name itself anyone\n";
+    for (check, code) in [(false, 1), (true, 2)] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"));
+        command.args(["--listen", "127.0.0.1:0", "--peer-header", "x-real-ip"]);
+        if check {
+            command.arg("--check-config");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(code));
+        assert_eq!(problems(&output.stderr), expected);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--check-config", "--peer-header", "x-real-ip", "--trusted-proxy", "10.0.0.0/8,192.0.2.7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).as_ref()),
+        (Some(0), "config ok\n")
+    );
+}
+
 /// The lines of `stderr` that are not INFO log lines (start-up facts such as the
 /// open-file limit): what reports a problem, which must be said once.
 fn problems(stderr: &[u8]) -> String {

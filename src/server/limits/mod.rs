@@ -1,7 +1,7 @@
 //! Load shedding and the request memory budget, as one tower layer over every service.
 //!
 //! Calls and request bytes are fair shares among peers (remote IP addresses, or the
-//! address a trusted proxy names in `--peer-header`): a peer holds at most its cap, and
+//! address a `--trusted-proxy` names in `--peer-header`): a peer holds at most its cap, and
 //! at the server-wide limit a peer under its fair share still gets in, from a reserve,
 //! so one client cannot take the server from the others (`docs/operations.md`, Limits).
 //! - A call beyond the limits is refused at once with `RESOURCE_EXHAUSTED`: a server at
@@ -95,6 +95,8 @@ pub(crate) struct CallLimits {
     pub(crate) stream_idle_timeout: Option<Duration>,
     /// The request header that names the peer, set by a trusted proxy.
     pub(crate) peer_header: Option<http::HeaderName>,
+    /// The proxies whose `peer_header` is believed.
+    pub(crate) trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl From<&super::ServerConfig> for CallLimits {
@@ -105,6 +107,7 @@ impl From<&super::ServerConfig> for CallLimits {
             max_message_bytes: limits.max_message_bytes,
             stream_idle_timeout: config.solver.stream_idle_timeout.0,
             peer_header: limits.peer_header.clone(),
+            trusted_proxies: limits.trusted_proxy.clone(),
         }
     }
 }
@@ -183,19 +186,26 @@ impl Drop for CallGuard {
     }
 }
 
-/// The peer a request counts against: the address a trusted proxy put in the peer
-/// header, or else the connection's remote address.
+/// The peer a request counts against: on a connection from a trusted proxy, the address
+/// it put in the peer header (the last, for a list); else the connection's remote address.
+/// A header from anyone else is ignored: believed, it would let a client name itself
+/// anyone.
 fn peer_of(
     request: &http::Request<Body>,
     connection: Option<&ConnectionInfo>,
     limits: &CallLimits,
 ) -> IpAddr {
-    let named = limits.peer_header.as_ref().and_then(|name| request.headers().get(name));
+    // An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d.
+    let remote = connection.and_then(|c| c.tcp.remote_addr).map(|addr| addr.ip().to_canonical());
+    let from_proxy = remote.is_some_and(|ip| limits.trusted_proxies.iter().any(|net| net.contains(&ip)));
+    let named =
+        limits.peer_header.as_ref().filter(|_| from_proxy).and_then(|name| request.headers().get(name));
     named
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(',').next_back())
-        .and_then(|value| value.trim().parse().ok())
-        .or_else(|| connection.and_then(|c| c.tcp.remote_addr).map(|addr| addr.ip()))
+        .and_then(|value| value.trim().parse::<IpAddr>().ok())
+        .map(|ip| ip.to_canonical())
+        .or(remote)
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
 }
 
