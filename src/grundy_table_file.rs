@@ -51,7 +51,21 @@ pub enum GrundyTableFileError {
         /// The file.
         path: PathBuf,
     },
-    /// Truncated, padded, of another version, or failing its checksum.
+    /// A table of a version this build does not read, or with a reserved word set:
+    /// written by a newer build, so refused rather than overwritten.
+    #[error(
+        "{path}: table format version {version} (reserved word {reserved:#x}), which this build does not read \
+         (a newer build's?); refusing to overwrite it (remove it to recompute)"
+    )]
+    NewerFormat {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        version: u32,
+        /// The reserved word found.
+        reserved: u32,
+    },
+    /// Truncated, padded, or failing its checksum.
     #[error("{path}: {what}")]
     Damaged {
         /// The file.
@@ -98,7 +112,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<(u64, Vec<u16>), GrundyTableF
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     let reserved = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
     if (version, reserved) != (VERSION, 0) {
-        return Err(damaged(format!("unsupported version {version} (reserved word {reserved:#x})")));
+        return Err(GrundyTableFileError::NewerFormat { path: path.into(), version, reserved });
     }
     let covered = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
     let expected = covered.saturating_mul(2).saturating_add((HEADER_BYTES + CRC_BYTES) as u64);
@@ -147,8 +161,8 @@ impl GrundyTableStore {
     }
 
     /// Loads the file into `table` at start-up. Refuses a path whose directory does not
-    /// exist, a file that cannot be read, a symbolic link and one that is not a Grundy
-    /// table; a damaged table is only reported, to be recomputed.
+    /// exist, a file that cannot be read, a symbolic link, one that is not a Grundy table
+    /// and one of a newer format; a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
         table_file::remove_stale_temporaries(&self.path);
         let io = |source| GrundyTableFileError::Io { path: self.path.clone(), source };
@@ -177,7 +191,9 @@ impl GrundyTableStore {
                 *saved = covered;
                 Ok(GrundyOpened::Loaded(covered))
             }
-            Err(err @ GrundyTableFileError::BadMagic { .. }) => Err(err),
+            Err(err @ (GrundyTableFileError::BadMagic { .. } | GrundyTableFileError::NewerFormat { .. })) => {
+                Err(err)
+            }
             Err(err) => Ok(GrundyOpened::Untrusted(err)),
         }
     }
@@ -265,6 +281,21 @@ mod tests {
             GrundyTableStore::new(nowhere).open(&table),
             Err(GrundyTableFileError::NoDirectory { .. })
         ));
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_kept_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grundy.table");
+        let mut bytes = encode(3, &[0, 1, 0]);
+        bytes[8] = 2;
+        let content = bytes.len() - CRC_BYTES;
+        let crc = crc32fast::hash(&bytes[..content]);
+        bytes[content..].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&path, &bytes).unwrap();
+        let err = GrundyTableStore::new(&path).open(&GrundyTable::new(100)).unwrap_err();
+        assert!(matches!(err, GrundyTableFileError::NewerFormat { version: 2, reserved: 0, .. }), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), bytes);
     }
 
     #[cfg(unix)]

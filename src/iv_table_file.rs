@@ -77,8 +77,12 @@ pub enum IvTableFileError {
         /// The file.
         path: PathBuf,
     },
-    /// A table file of a version this build does not read.
-    #[error("{path}: unsupported version {version}")]
+    /// A table file of a version this build does not read: written by a newer build, so
+    /// refused rather than overwritten.
+    #[error(
+        "{path}: table format version {version}, which this build does not read (a newer build's?); \
+         refusing to overwrite it (remove it to recompute)"
+    )]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
@@ -86,8 +90,11 @@ pub enum IvTableFileError {
         version: u32,
     },
     /// The header's reserved word is not 0: written by a newer build that gave it a
-    /// meaning this one does not know.
-    #[error("{path}: reserved header word {flags:#x}, expected 0 (a newer format?)")]
+    /// meaning this one does not know, so refused rather than overwritten.
+    #[error(
+        "{path}: reserved header word {flags:#x}, expected 0 (a newer format?); \
+         refusing to overwrite it (remove it to recompute)"
+    )]
     UnsupportedFlags {
         /// The file.
         path: PathBuf,
@@ -330,9 +337,9 @@ pub enum Opened {
 impl IvTableStore {
     /// Loads the file into `table` at start-up. Refuses (so that the server does not
     /// start) a path whose directory does not exist, a file that cannot be read, a
-    /// symbolic link, and a file that is not a table at all (wrong magic: it is someone
-    /// else's, and saving would overwrite it); a damaged table is only reported, to be
-    /// recomputed.
+    /// symbolic link, a file that is not a table at all (wrong magic: it is someone
+    /// else's, and saving would overwrite it) and a table of a newer format (a newer
+    /// build's, as in a rollback); a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
         table_file::remove_stale_temporaries(&self.path);
         match self.load_into(table) {
@@ -346,12 +353,12 @@ impl IvTableStore {
             Err(
                 err @ (IvTableFileError::Io { .. }
                 | IvTableFileError::BadMagic { .. }
-                | IvTableFileError::Link { .. }),
+                | IvTableFileError::Link { .. }
+                | IvTableFileError::UnsupportedVersion { .. }
+                | IvTableFileError::UnsupportedFlags { .. }),
             ) => Err(err),
             Err(
-                err @ (IvTableFileError::UnsupportedVersion { .. }
-                | IvTableFileError::UnsupportedFlags { .. }
-                | IvTableFileError::BadLength { .. }
+                err @ (IvTableFileError::BadLength { .. }
                 | IvTableFileError::BadChecksum { .. }
                 | IvTableFileError::BadEncoding { .. }
                 | IvTableFileError::BadList { .. }
@@ -567,7 +574,7 @@ mod tests {
         bytes[content..].copy_from_slice(&crc.to_le_bytes());
         let err = decode(&bytes).unwrap_err();
         assert!(matches!(err, IvTableFileError::UnsupportedFlags { flags: 1, .. }), "{err}");
-        assert!(err.to_string().ends_with("reserved header word 0x1, expected 0 (a newer format?)"), "{err}");
+        assert!(err.to_string().contains("reserved header word 0x1, expected 0 (a newer format?)"), "{err}");
     }
 
     #[test]
@@ -621,6 +628,34 @@ mod tests {
         bytes[last] ^= 1;
         fs::write(&damaged, bytes).unwrap();
         assert!(matches!(open(damaged), Ok(Opened::Untrusted(IvTableFileError::BadChecksum { .. }))));
+        assert_eq!(table.covered(), 0);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_kept_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = StoneGameIvTable::new(10_000);
+        for (at, value) in [(8, 3u8), (12, 1)] {
+            // A valid checksum: written that way, not damaged.
+            let mut bytes = table_of(1000).encode();
+            bytes[at] = value;
+            let content = bytes.len() - CRC_BYTES;
+            let crc = crc32fast::hash(&bytes[..content]);
+            bytes[content..].copy_from_slice(&crc.to_le_bytes());
+            let path = dir.path().join(format!("newer-{at}.table"));
+            fs::write(&path, &bytes).unwrap();
+            let err = IvTableStore::new(&path).open(&table).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    IvTableFileError::UnsupportedVersion { version: 3, .. }
+                        | IvTableFileError::UnsupportedFlags { flags: 1, .. }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().ends_with("refusing to overwrite it (remove it to recompute)"), "{err}");
+            assert_eq!(fs::read(&path).unwrap(), bytes);
+        }
         assert_eq!(table.covered(), 0);
     }
 
