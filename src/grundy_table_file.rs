@@ -44,6 +44,15 @@ pub enum GrundyTableFileError {
         /// The file.
         path: PathBuf,
     },
+    /// Nothing can be created in the file's directory (read-only, or not the server's),
+    /// so the table could never be saved.
+    #[error("{path}: cannot create a file in its directory, so the table could never be saved: {source}")]
+    NotWritable {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
     /// The path is a symbolic link: whatever it points to is not the server's to read
     /// or to replace.
     #[error("{path}: a symbolic link; refusing to follow it")]
@@ -161,10 +170,18 @@ impl GrundyTableStore {
     }
 
     /// Loads the file into `table` at start-up. Refuses a path whose directory does not
-    /// exist, a file that cannot be read, a symbolic link, one that is not a Grundy table
+    /// exist or takes no new file, a file that cannot be read, a symbolic link, one that is not a Grundy table
     /// and one of a newer format; a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
         table_file::remove_stale_temporaries(&self.path);
+        let opened = self.load(table)?;
+        table_file::check_writable(&self.path)
+            .map_err(|source| GrundyTableFileError::NotWritable { path: self.path.clone(), source })?;
+        Ok(opened)
+    }
+
+    /// [`GrundyTableStore::open`]'s reading of the file.
+    fn load(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
         let io = |source| GrundyTableFileError::Io { path: self.path.clone(), source };
         let bytes = match table_file::read(&self.path) {
             Ok(bytes) => bytes,

@@ -70,6 +70,15 @@ pub enum IvTableFileError {
         /// The file.
         path: PathBuf,
     },
+    /// Nothing can be created in the file's directory (read-only, or not the server's),
+    /// so the table could never be saved.
+    #[error("{path}: cannot create a file in its directory, so the table could never be saved: {source}")]
+    NotWritable {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
     /// The path is a symbolic link: whatever it points to is not the server's to read
     /// or to replace.
     #[error("{path}: a symbolic link; refusing to follow it")]
@@ -336,12 +345,21 @@ pub enum Opened {
 
 impl IvTableStore {
     /// Loads the file into `table` at start-up. Refuses (so that the server does not
-    /// start) a path whose directory does not exist, a file that cannot be read, a
+    /// start) a path whose directory does not exist or takes no new file, a file that
+    /// cannot be read, a
     /// symbolic link, a file that is not a table at all (wrong magic: it is someone
     /// else's, and saving would overwrite it) and a table of a newer format (a newer
     /// build's, as in a rollback); a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
         table_file::remove_stale_temporaries(&self.path);
+        let opened = self.load(table)?;
+        table_file::check_writable(&self.path)
+            .map_err(|source| IvTableFileError::NotWritable { path: self.path.clone(), source })?;
+        Ok(opened)
+    }
+
+    /// [`IvTableStore::open`]'s reading of the file.
+    fn load(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
         match self.load_into(table) {
             Ok(covered) => Ok(Opened::Loaded(covered)),
             Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
@@ -354,6 +372,7 @@ impl IvTableStore {
                 err @ (IvTableFileError::Io { .. }
                 | IvTableFileError::BadMagic { .. }
                 | IvTableFileError::Link { .. }
+                | IvTableFileError::NotWritable { .. }
                 | IvTableFileError::UnsupportedVersion { .. }
                 | IvTableFileError::UnsupportedFlags { .. }),
             ) => Err(err),
@@ -629,6 +648,19 @@ mod tests {
         fs::write(&damaged, bytes).unwrap();
         assert!(matches!(open(damaged), Ok(Opened::Untrusted(IvTableFileError::BadChecksum { .. }))));
         assert_eq!(table.covered(), 0);
+    }
+
+    #[test]
+    fn a_directory_where_nothing_can_be_created_is_refused() {
+        // sysfs takes no new file, not even from root.
+        let path = Path::new("/sys/gamesolver-iv.table");
+        let err = IvTableStore::new(path).open(&StoneGameIvTable::new(1000)).unwrap_err();
+        assert!(matches!(err, IvTableFileError::NotWritable { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("/sys/gamesolver-iv.table: cannot create a file in its directory, so the table could never be saved: "),
+            "{err}"
+        );
     }
 
     #[test]

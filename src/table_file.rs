@@ -84,6 +84,18 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
     }
 }
 
+/// Whether a save to `path` can create its temporary file: one is created beside it, as
+/// a save would, and removed.
+pub(crate) fn check_writable(path: &Path) -> io::Result<()> {
+    let name = path.file_name().ok_or_else(|| io::Error::other("the table path names no file"))?;
+    let prefix = temporary_prefix(name);
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .rand_bytes(RANDOM_CHARS)
+        .tempfile_in(directory_of(path))
+        .map(drop)
+}
+
 /// Whether a save to `path` could ever succeed: its directory exists.
 pub(crate) fn directory_exists(path: &Path) -> bool {
     directory_of(path).is_dir()

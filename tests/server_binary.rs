@@ -235,6 +235,30 @@ fn a_peer_header_without_trusted_proxies_is_refused() {
     );
 }
 
+/// A table whose directory takes no new file could never be saved: `--check-config`
+/// says so (exit 2) rather than "config ok", for either table, and start-up refuses it.
+#[test]
+fn a_table_in_a_directory_that_takes_no_file_is_refused() {
+    // sysfs takes no new file, not even from root.
+    for (flag, game) in [("--iv-table", "stone game iv"), ("--grundy-table", "nim square")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+            .args(["--check-config", flag, "/sys/gamesolver.table"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!(
+            "gamesolver-server: {game} table: /sys/gamesolver.table: cannot create a file in its directory, so the table could never be saved: "
+        );
+        assert!(stderr.starts_with(&expected), "{stderr}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-table", "/sys/gamesolver.table"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+}
+
 /// The lines of `stderr` that are not INFO log lines (start-up facts such as the
 /// open-file limit): what reports a problem, which must be said once.
 fn problems(stderr: &[u8]) -> String {

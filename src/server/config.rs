@@ -400,14 +400,18 @@ pub enum ConfigError {
     /// The table file cannot be used.
     #[error("stone game iv table: {0}")]
     IvTable(crate::iv_table_file::IvTableFileError),
+    /// The Nim Square table file cannot be used.
+    #[error("nim square table: {0}")]
+    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
     /// `--peer-header` and `--trusted-proxy` do not come together.
     #[error(transparent)]
     Proxies(#[from] ProxyConfigError),
 }
 
-/// Checks what start-up would load without binding a port or writing a file: the TLS
-/// files load, and the table file (if any) is a table or absent, in a directory that
-/// exists. A damaged table is not an error here either: start-up recomputes it.
+/// Checks what start-up would load without binding a port or keeping a file: the TLS
+/// files load, and each table file (if any) is a table or absent, in a directory that
+/// exists and takes a new file (one is created and removed). A damaged table is not an
+/// error here either: start-up recomputes it.
 pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
     config.limits.check_proxies()?;
     if let Some(settings) = config.tls.settings() {
@@ -416,6 +420,12 @@ pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
     if let Some(path) = &config.iv_table.file {
         let table = crate::games::StoneGameIvTable::new(config.iv_table.max_n);
         crate::iv_table_file::IvTableStore::new(path.clone()).open(&table).map_err(ConfigError::IvTable)?;
+    }
+    if let Some(path) = &config.grundy_table.file {
+        let table = crate::games::GrundyTable::new(config.grundy_table.max_n);
+        crate::grundy_table_file::GrundyTableStore::new(path.clone())
+            .open(&table)
+            .map_err(ConfigError::GrundyTable)?;
     }
     Ok(())
 }
