@@ -335,9 +335,80 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
     }
 }
 
+/// Descriptors kept aside from the gRPC port's connections: the listeners, the log, the
+/// table files and their temporaries, TLS files read on reload, the runtime's own.
+const FILES_RESERVE: usize = 64;
+
+/// This process's open-file soft limit, if it has one.
+fn open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        rlimit::getrlimit(rlimit::Resource::NOFILE).ok().map(|(soft, _)| soft)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The most connections whose descriptors, with the fair shares' reserve of an eighth
+/// above them, fit in `open_files` less the files' reserve and the metrics port's
+/// `metrics_connections`.
+fn connections_within(open_files: u64, metrics_connections: usize) -> usize {
+    let room =
+        usize::try_from(open_files).unwrap_or(usize::MAX).saturating_sub(FILES_RESERVE + metrics_connections);
+    (room / 9 * 8).max(1)
+}
+
+/// Lowers the connection bounds of `limits` to what the open-file soft limit leaves room
+/// for (each connection is a descriptor), with a WARN for each bound lowered, and logs
+/// the bounds in force; the metrics port takes `metrics_connections` of the room.
+pub(crate) fn fit_to_open_files(limits: &mut super::config::LimitsConfig, metrics_connections: usize) {
+    let Some(open_files) = open_file_limit() else { return };
+    let most = connections_within(open_files, metrics_connections);
+    if limits.max_connections > most {
+        tracing::warn!(
+            open_files,
+            "--max-connections {} needs more descriptors than the open-file limit leaves; lowered to {most} \
+             (raise the limit: ulimit -n, LimitNOFILE=, the container's nofile)",
+            limits.max_connections
+        );
+        limits.max_connections = most;
+    }
+    if limits.max_connections_per_peer > limits.max_connections {
+        tracing::warn!(
+            "--max-connections-per-peer {} is above --max-connections; lowered to {}",
+            limits.max_connections_per_peer,
+            limits.max_connections
+        );
+        limits.max_connections_per_peer = limits.max_connections;
+    }
+    tracing::info!(
+        open_files,
+        max_connections = limits.max_connections,
+        max_connections_per_peer = limits.max_connections_per_peer,
+        "connection bounds"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connections_and_their_reserve_fit_the_open_files_left() {
+        for (open_files, metrics) in [(1024, 0), (1024, 64), (256, 64), (65536, 64), (200, 0)] {
+            let most = connections_within(open_files, metrics);
+            let policy = SharePolicy::new(most, most);
+            assert!(
+                policy.limit + policy.reserve + FILES_RESERVE + metrics
+                    <= (open_files as usize).max(FILES_RESERVE + metrics + 1),
+                "{open_files} open files, {metrics} for metrics: {most} connections"
+            );
+        }
+        assert_eq!(connections_within(1024, 0), 848);
+        assert_eq!(connections_within(u64::MAX, 64), (usize::MAX - 128) / 9 * 8);
+    }
 
     #[tokio::test]
     async fn the_preface_is_http2_and_a_request_that_leaves_it_is_http1_when_allowed() {

@@ -116,10 +116,14 @@ pub struct Server {
 
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
-    /// them: the proxy flags, the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
+    /// them (the connection bounds lowered first to what the open-file limit allows):
+    /// the proxy flags, the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
     /// first call is answered from it), then the ports. Nothing is served yet.
-    pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+    pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
         config.limits.check_proxies()?;
+        let metrics_connections =
+            config.observability.metrics_listen.map_or(0, |_| config.observability.metrics_max_connections);
+        accept::fit_to_open_files(&mut config.limits, metrics_connections);
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
