@@ -625,7 +625,7 @@ async fn a_chunked_body_is_gathered_only_up_to_the_limit() {
 #[tokio::test]
 async fn per_client_call_limits_apply_to_connect_calls() {
     let mut config = with_metrics();
-    config.limits.max_calls_per_peer = 1;
+    config.limits.max_calls_per_peer = Some(1);
     let (server, metrics) = start_with_metrics(config).await;
     // A call whose body never ends holds this client's only call.
     let head = format!(
@@ -646,6 +646,31 @@ async fn per_client_call_limits_apply_to_connect_calls() {
     let answer =
         Door::new(&server, Version::HTTP_2).post_json(SOLVE, r#"{"problem":{"sumGame":{"num":"11"}}}"#).await;
     assert_eq!(answer.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_connect_call_taken_back_for_a_client_within_its_share_answers_429() {
+    let mut config = with_metrics();
+    config.limits.max_calls = 2;
+    let (server, metrics) = start_with_metrics(config).await;
+    // Two calls whose bodies never end hold the server's calls, both this client's.
+    let head = format!(
+        "POST {SOLVE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    let mut oldest = http1_head(&server, &head).await;
+    let in_flight = format!("gamesolver_calls_in_flight{{service=\"{SERVICE}\",method=\"Solve\"}}");
+    assert_eq!(settled(metrics, &in_flight, 1.0).await, Some(1.0));
+    let _newer = http1_head(&server, &head).await;
+    assert_eq!(settled(metrics, &in_flight, 2.0).await, Some(2.0));
+    // A client holding none is within its share (2 / 2): the oldest call makes way.
+    let mut newcomer = server.client_from([127, 0, 0, 2]).await;
+    assert_eq!(common::solve(&mut newcomer, sum("a1", "11")).await.unwrap().id, "a1");
+    let (status, body) = http1_answer(&mut oldest).await;
+    assert!(status.starts_with("HTTP/1.1 429"), "{status}");
+    assert_eq!(
+        body,
+        json!({"code": "resource_exhausted", "message": "server overloaded: this call made way for a client under its fair share; retry later"})
+    );
 }
 
 #[tokio::test]

@@ -259,62 +259,6 @@ fn a_table_in_a_directory_that_takes_no_file_is_refused() {
     assert_eq!(output.status.code(), Some(1));
 }
 
-/// Under an open-file limit below what `--max-connections` needs, the bounds are lowered
-/// to fit it (a WARN says so): one client's silent connections then cannot take the
-/// descriptors, and a bystander from another address is served.
-#[tokio::test]
-async fn the_connection_bounds_follow_the_open_file_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("server.log");
-    // The hard limit too, or the server would raise the soft one to it.
-    let mut child = Command::new("sh")
-        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_gamesolver-server")])
-        .args(["--listen", "127.0.0.1:0", "--handshake-timeout", "60", "--idle-under-pressure", "60"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr: std::net::SocketAddr =
-        line.trim().strip_prefix("listening on ").expect("the start-up line").parse().unwrap();
-    let mut server = ServerProcess { child, addr };
-    logged(
-        &log,
-        "--max-connections 4096 needs more descriptors than the open-file limit leaves; lowered to 168",
-        1,
-    )
-    .await;
-
-    // One client's silent connections, more than the descriptors: held to its share.
-    let mut silent = Vec::new();
-    for _ in 0..300 {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind(([127, 0, 0, 2], 0).into()).unwrap();
-        silent.push(socket.connect(addr).await.unwrap());
-    }
-    let connector = tower::service_fn(move |_: http::Uri| async move {
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind(([127, 0, 0, 3], 0).into())?;
-        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(socket.connect(addr).await?))
-    });
-    let bystander = async {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect_with_connector(connector)
-            .await
-            .unwrap();
-        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
-        tonic_health::pb::health_client::HealthClient::new(channel).check(request).await
-    };
-    let answer =
-        tokio::time::timeout(Duration::from_secs(20), bystander).await.expect("the bystander is served");
-    assert_eq!(answer.unwrap().into_inner().status, 1, "SERVING");
-    drop(silent);
-    server.signal("TERM");
-    assert_eq!(server.wait_exit().await.code(), Some(0));
-}
-
 /// The lines of `stderr` that are not INFO log lines (start-up facts such as the
 /// open-file limit): what reports a problem, which must be said once.
 fn problems(stderr: &[u8]) -> String {

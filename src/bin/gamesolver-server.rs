@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
-/// gRPC server solving Sum Game, Stone Game IX and Stone Game IV exactly.
+/// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
+/// Square exactly.
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
@@ -138,10 +139,6 @@ fn check_config(config: &ServerConfig) -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    match server::raise_open_file_limit() {
-        Ok(limit) => tracing::info!(limit, "open-file limit"),
-        Err(err) => tracing::warn!(%err, "cannot raise the open-file limit"),
-    }
     // Signal handlers first, so that a script's early signal is not lost, and so that a
     // SIGHUP while the tables load does not end the process (its default action).
     let shutdown = shutdown_signal()?;

@@ -1,8 +1,13 @@
 //! The accept loop, as the stream of connections tonic serves.
 //!
 //! Every resource a peer can hold before it makes a call is bounded here:
-//! - at most `max_connections` are open or handshaking; beyond that the loop stops
-//!   accepting and the kernel's backlog holds newcomers (never an unbounded queue);
+//! - at most `max_connections` are open or handshaking, shared fairly among clients
+//!   ([`super::admission`]): at the bound, a client within its fair share is admitted by
+//!   closing a connection of the client holding the most (its idlest), and anyone else's
+//!   new connection is closed at once. So the loop always accepts, and a newcomer (a
+//!   liveness probe) never waits in the kernel's backlog behind a flood. It stops only
+//!   when connections taken back are still closing beyond an eighth more than the bound
+//!   ([`hard_slots`]), which is what the open-file limit is sized for;
 //! - a connection must finish its handshake (TLS, if any) and send the 24-byte HTTP/2
 //!   preface within `handshake_timeout`; handshakes run in their own tasks, so a silent
 //!   peer never holds up the next accept. With `accept_http1` (the Connect door, on by
@@ -17,7 +22,9 @@
 //! - once shutdown begins, a connection closes as soon as it has no call in flight.
 //!
 //! How a connection is closed (a GOAWAY, then end of input) is [`super::transport`]'s.
-//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning.
+//! `accept` errors such as `EMFILE` back off from 10 ms to 1 s instead of spinning; the
+//! connection bound is fitted under the open-file limit ([`super::open_files`]) so that
+//! they are rare.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,7 +45,7 @@ use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, PollSemaphore};
 use tonic::transport::server::TcpConnectInfo;
 
-use super::admission::{FairShare, SharePolicy};
+use super::admission::{FairShare, Grouping, Holder, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
 use super::log_limit::LogLimiter;
 use super::transport::{Connection, Opening, PREFACE};
@@ -54,11 +61,19 @@ const REFUSED_DRAIN: (usize, Duration) = (16 * 1024, Duration::from_secs(1));
 /// Connections accepted in one poll before the loop lets other tasks run.
 const ACCEPTS_PER_POLL: usize = 64;
 
+/// Connections the accept loop lets be open at once for a bound of `max_connections`:
+/// an eighth more (at least one), for connections taken back that are still closing.
+pub(crate) fn hard_slots(max_connections: usize) -> usize {
+    max_connections.saturating_add((max_connections / 8).max(1))
+}
+
 /// Bounds on connections; see the module docs.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionLimits {
     pub(crate) max_connections: usize,
-    pub(crate) max_connections_per_peer: usize,
+    pub(crate) max_connections_per_peer: Option<usize>,
+    /// Which addresses are one client.
+    pub(crate) grouping: Grouping,
     pub(crate) idle_under_pressure: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
@@ -82,7 +97,7 @@ pub(crate) struct Incoming<H: Handshake> {
     limits: ConnectionLimits,
     handshake: Arc<H>,
     closing: CancellationToken,
-    /// Hard slots: the cap and its reserve; beyond them, the kernel's backlog.
+    /// Hard slots ([`hard_slots`]); beyond them, the kernel's backlog.
     slots: PollSemaphore,
     /// A slot taken while `accept` had nothing to give.
     slot: Option<OwnedSemaphorePermit>,
@@ -90,6 +105,7 @@ pub(crate) struct Incoming<H: Handshake> {
     shares: Arc<FairShare>,
     pressure: Arc<Pressure>,
     refusals: LogLimiter,
+    evictions: LogLimiter,
     handshakes: JoinSet<Option<Connection<H::Io>>>,
     backoff: Option<Pin<Box<Sleep>>>,
     next_backoff: Duration,
@@ -105,8 +121,9 @@ impl<H: Handshake> Incoming<H> {
         closing: CancellationToken,
         handshake: H,
     ) -> Self {
-        let policy = SharePolicy::new(limits.max_connections.max(1), limits.max_connections_per_peer);
-        let slots = PollSemaphore::new(Arc::new(Semaphore::new(policy.limit + policy.reserve)));
+        let policy =
+            SharePolicy::new(limits.max_connections, limits.max_connections_per_peer, limits.grouping);
+        let slots = PollSemaphore::new(Arc::new(Semaphore::new(hard_slots(policy.limit))));
         let shares = FairShare::new(policy);
         let pressure = Pressure::new(Arc::clone(&shares), limits.idle_under_pressure);
         Incoming {
@@ -119,6 +136,7 @@ impl<H: Handshake> Incoming<H> {
             shares,
             pressure,
             refusals: LogLimiter::new(Duration::from_secs(10)),
+            evictions: LogLimiter::new(Duration::from_secs(10)),
             handshakes: JoinSet::new(),
             backoff: None,
             next_backoff: ACCEPT_BACKOFF.0,
@@ -126,10 +144,19 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    /// Admits a connection under its peer's fair share, or closes it at once.
+    /// Admits a connection under its client's fair share (closing one of the heaviest
+    /// client's if need be), or closes it at once.
     fn admit(&mut self, tcp: TcpStream, peer: SocketAddr, hard: OwnedSemaphorePermit) {
-        match self.shares.try_take(peer.ip(), 1) {
-            Ok(share) => self.start_handshake(tcp, peer, Slot { _hard: hard, _share: share }),
+        let state = Arc::new(ConnectionState::new());
+        match self.shares.try_take(peer.ip(), 1, Arc::clone(&state) as Arc<dyn Holder>) {
+            Ok(share) => {
+                if share.took_back() > 0 {
+                    if let Some(suppressed) = self.evictions.allow() {
+                        tracing::info!(%peer, suppressed, "at the connection bound: closed a connection of the client holding the most, for a client within its fair share");
+                    }
+                }
+                self.start_handshake(tcp, peer, state, Slot { _hard: hard, _share: share });
+            }
             Err(refusal) => {
                 if let Some(suppressed) = self.refusals.allow() {
                     tracing::info!(%peer, ?refusal, suppressed, "connection refused: its client holds its share of connections");
@@ -138,7 +165,7 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
+    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, state: Arc<ConnectionState>, slot: Slot) {
         let tcp_info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
         let _ = tcp.set_nodelay(true);
         let handshake = Arc::clone(&self.handshake);
@@ -158,7 +185,14 @@ impl<H: Handshake> Incoming<H> {
                     }
                 }
             };
-            let (io, opening) = match tokio::time::timeout(limits.handshake_timeout, opened).await {
+            let opened = tokio::select! {
+                opened = tokio::time::timeout(limits.handshake_timeout, opened) => opened,
+                () = state.until_evicted() => {
+                    tracing::debug!(%peer, "connection closed in its handshake, for a client within its fair share");
+                    return None;
+                }
+            };
+            let (io, opening) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(err)) => {
                     tracing::debug!(%peer, %err, "connection closed before its HTTP/2 preface");
@@ -169,7 +203,6 @@ impl<H: Handshake> Incoming<H> {
                     return None;
                 }
             };
-            let state = Arc::new(ConnectionState::new());
             pressure.register(&state);
             let info = ConnectionInfo { tcp: tcp_info, state };
             Some(Connection::new(
@@ -321,94 +354,9 @@ async fn close_refused(io: &mut (impl AsyncRead + AsyncWrite + Unpin)) {
     let _ = tokio::time::timeout(REFUSED_DRAIN.1, drain).await;
 }
 
-/// Raises this process's open-file soft limit to its hard limit, so that the connection
-/// cap, not the default 1,024 descriptors, is what bounds connections. Returns the new
-/// soft limit.
-pub fn raise_open_file_limit() -> io::Result<u64> {
-    #[cfg(unix)]
-    {
-        rlimit::increase_nofile_limit(u64::MAX)
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(0)
-    }
-}
-
-/// Descriptors kept aside from the gRPC port's connections: the listeners, the log, the
-/// table files and their temporaries, TLS files read on reload, the runtime's own.
-const FILES_RESERVE: usize = 64;
-
-/// This process's open-file soft limit, if it has one.
-fn open_file_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        rlimit::getrlimit(rlimit::Resource::NOFILE).ok().map(|(soft, _)| soft)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
-}
-
-/// The most connections whose descriptors, with the fair shares' reserve of an eighth
-/// above them, fit in `open_files` less the files' reserve and the metrics port's
-/// `metrics_connections`.
-fn connections_within(open_files: u64, metrics_connections: usize) -> usize {
-    let room =
-        usize::try_from(open_files).unwrap_or(usize::MAX).saturating_sub(FILES_RESERVE + metrics_connections);
-    (room / 9 * 8).max(1)
-}
-
-/// Lowers the connection bounds of `limits` to what the open-file soft limit leaves room
-/// for (each connection is a descriptor), with a WARN for each bound lowered, and logs
-/// the bounds in force; the metrics port takes `metrics_connections` of the room.
-pub(crate) fn fit_to_open_files(limits: &mut super::config::LimitsConfig, metrics_connections: usize) {
-    let Some(open_files) = open_file_limit() else { return };
-    let most = connections_within(open_files, metrics_connections);
-    if limits.max_connections > most {
-        tracing::warn!(
-            open_files,
-            "--max-connections {} needs more descriptors than the open-file limit leaves; lowered to {most} \
-             (raise the limit: ulimit -n, LimitNOFILE=, the container's nofile)",
-            limits.max_connections
-        );
-        limits.max_connections = most;
-    }
-    if limits.max_connections_per_peer > limits.max_connections {
-        tracing::warn!(
-            "--max-connections-per-peer {} is above --max-connections; lowered to {}",
-            limits.max_connections_per_peer,
-            limits.max_connections
-        );
-        limits.max_connections_per_peer = limits.max_connections;
-    }
-    tracing::info!(
-        open_files,
-        max_connections = limits.max_connections,
-        max_connections_per_peer = limits.max_connections_per_peer,
-        "connection bounds"
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_connections_and_their_reserve_fit_the_open_files_left() {
-        for (open_files, metrics) in [(1024, 0), (1024, 64), (256, 64), (65536, 64), (200, 0)] {
-            let most = connections_within(open_files, metrics);
-            let policy = SharePolicy::new(most, most);
-            assert!(
-                policy.limit + policy.reserve + FILES_RESERVE + metrics
-                    <= (open_files as usize).max(FILES_RESERVE + metrics + 1),
-                "{open_files} open files, {metrics} for metrics: {most} connections"
-            );
-        }
-        assert_eq!(connections_within(1024, 0), 848);
-        assert_eq!(connections_within(u64::MAX, 64), (usize::MAX - 128) / 9 * 8);
-    }
 
     #[tokio::test]
     async fn the_preface_is_http2_and_a_request_that_leaves_it_is_http1_when_allowed() {

@@ -76,14 +76,17 @@ pub struct LimitsConfig {
     /// Largest gRPC message accepted or sent, in bytes.
     #[arg(long, default_value_t = LimitsConfig::default().max_message_bytes)]
     pub max_message_bytes: usize,
-    /// Connections open or handshaking at once. Near it, connections without a call for
-    /// --idle-under-pressure are closed first; at it, a client holding less than its
-    /// fair share still gets in (from a reserve of an eighth), others are closed at once.
+    /// Connections open or handshaking at once, shared fairly among clients. Near it,
+    /// connections without a call for --idle-under-pressure are closed; at it, a client
+    /// within its fair share gets in by closing the idlest connection of the client
+    /// holding the most, and others' new connections are closed at once. Lowered to fit
+    /// the open-file limit.
     #[arg(long, default_value_t = LimitsConfig::default().max_connections)]
     pub max_connections: usize,
-    /// Connections one client (remote IP address) may hold; beyond it, closed at once.
-    #[arg(long, default_value_t = LimitsConfig::default().max_connections_per_peer)]
-    pub max_connections_per_peer: usize,
+    /// Connections one client may hold; beyond it, closed at once. Default: no cap
+    /// besides the fair share at --max-connections.
+    #[arg(long)]
+    pub max_connections_per_peer: Option<usize>,
     /// Seconds without a call after which a connection is closed while the server holds
     /// more than 7/8 of --max-connections.
     #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().idle_under_pressure)]
@@ -98,8 +101,9 @@ pub struct LimitsConfig {
     #[arg(long, default_value_t = LimitsConfig::default().max_calls)]
     pub max_calls: usize,
     /// Calls in flight from one client (health checks aside); beyond: RESOURCE_EXHAUSTED.
-    #[arg(long, default_value_t = LimitsConfig::default().max_calls_per_peer)]
-    pub max_calls_per_peer: usize,
+    /// Default: no cap besides the fair share at --max-calls.
+    #[arg(long)]
+    pub max_calls_per_peer: Option<usize>,
     /// Calls in flight on one connection (health checks aside); beyond: RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = LimitsConfig::default().max_calls_per_connection)]
     pub max_calls_per_connection: usize,
@@ -107,8 +111,15 @@ pub struct LimitsConfig {
     #[arg(long, default_value_t = LimitsConfig::default().max_request_bytes_in_flight)]
     pub max_request_bytes_in_flight: usize,
     /// Bytes of (inflated) request messages one client's calls may hold together.
-    #[arg(long, default_value_t = LimitsConfig::default().max_request_bytes_per_peer)]
-    pub max_request_bytes_per_peer: usize,
+    /// Default: no cap besides the fair share at --max-request-bytes-in-flight.
+    #[arg(long)]
+    pub max_request_bytes_per_peer: Option<usize>,
+    /// Leading bits of an IPv6 address that make one client for the fair shares (64: a
+    /// /64, what one host is usually given; 128: each address apart). An IPv4 address
+    /// is always one client.
+    #[arg(long, value_name = "BITS", default_value_t = LimitsConfig::default().peer_ipv6_prefix,
+          value_parser = clap::value_parser!(u8).range(1..=128))]
+    pub peer_ipv6_prefix: u8,
     /// Request header naming the client's address for the per-client limits (for
     /// example x-real-ip), set by a proxy in front that overwrites it; believed only on
     /// connections from --trusted-proxy, which it needs.
@@ -129,15 +140,16 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: 4096,
-            max_connections_per_peer: 1024,
+            max_connections_per_peer: None,
             idle_under_pressure: Seconds(Duration::from_secs(5)),
             handshake_timeout: Seconds(Duration::from_secs(10)),
             connection_idle_timeout: Timeout(Some(Duration::from_secs(300))),
             max_calls: 4096,
-            max_calls_per_peer: 1024,
+            max_calls_per_peer: None,
             max_calls_per_connection: 1024,
             max_request_bytes_in_flight: 256 * 1024 * 1024,
-            max_request_bytes_per_peer: 160 * 1024 * 1024,
+            max_request_bytes_per_peer: None,
+            peer_ipv6_prefix: super::admission::Grouping::default().ipv6_prefix,
             peer_header: None,
             trusted_proxy: Vec::new(),
             request_timeout: Timeout(None),
@@ -155,6 +167,11 @@ impl LimitsConfig {
             (None, false) => Err(ProxyConfigError::ProxiesWithoutHeader),
             _ => Ok(()),
         }
+    }
+
+    /// Which addresses the fair shares count as one client.
+    pub(crate) fn grouping(&self) -> super::admission::Grouping {
+        super::admission::Grouping { ipv6_prefix: self.peer_ipv6_prefix }
     }
 }
 
@@ -381,12 +398,16 @@ impl Default for ObservabilityConfig {
 }
 
 impl ObservabilityConfig {
-    /// The metrics port's bounds.
-    pub(crate) fn endpoint_limits(&self) -> super::metrics_endpoint::EndpointLimits {
+    /// The metrics port's bounds, counting clients by `grouping` as the gRPC port does.
+    pub(crate) fn endpoint_limits(
+        &self,
+        grouping: super::admission::Grouping,
+    ) -> super::metrics_endpoint::EndpointLimits {
         super::metrics_endpoint::EndpointLimits {
             max_connections: self.metrics_max_connections,
             header_read_timeout: self.metrics_header_read_timeout.0,
             idle_timeout: self.metrics_idle_timeout.0,
+            grouping,
         }
     }
 }
@@ -493,6 +514,22 @@ mod tests {
         assert_eq!(parsed.limits.connection_idle_timeout, Timeout(None));
         let err = parse(&["--handshake-timeout=-1"]).unwrap_err().to_string();
         assert!(err.contains("\"-1\" is not a non-negative number of seconds"), "{err}");
+    }
+
+    #[test]
+    fn per_client_caps_are_off_unless_set_and_the_ipv6_prefix_is_1_to_128_bits() {
+        let limits = parse(&[]).unwrap().limits;
+        assert_eq!(
+            (limits.max_connections_per_peer, limits.max_calls_per_peer, limits.max_request_bytes_per_peer),
+            (None, None, None)
+        );
+        assert_eq!(limits.peer_ipv6_prefix, 64);
+        let limits = parse(&["--max-calls-per-peer", "16", "--peer-ipv6-prefix", "48"]).unwrap().limits;
+        assert_eq!((limits.max_calls_per_peer, limits.peer_ipv6_prefix), (Some(16), 48));
+        for bad in ["0", "129"] {
+            let err = parse(&["--peer-ipv6-prefix", bad]).unwrap_err().to_string();
+            assert!(err.contains("1..=128"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What one connection shares between the accept loop, its byte stream and the call
-//! layer: its calls in flight, from which idling and shutdown closing are decided.
+//! layer: its calls in flight, from which idling and shutdown closing are decided, and
+//! whether it must close to make room for another client ([`super::admission`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -8,17 +9,25 @@ use std::time::{Duration, Instant};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 
-use super::admission::{FairShare, Share};
+use super::admission::{FairShare, Holder, Share};
 
 /// How long a connection whose last call just ended stays open during shutdown, so that
 /// hyper flushes that call's answer before the connection's input ends; hyper's own
 /// graceful close (GOAWAY, then a PING round trip) usually closes it sooner.
 const SHUTDOWN_LINGER: Duration = Duration::from_millis(250);
 
-/// A connection's place under the connection cap: a hard slot (at most the cap and its
-/// reserve exist) and its peer's share; both are given back when the connection closes.
+/// How long a call ended to make room for another client may take to end: its end is
+/// a HEADERS frame that hyper sends only once the call's pending data has gone, which a
+/// client that stops reading never lets happen. Past this, its connection is closed,
+/// so that a call taken out of the books is gone within a bound.
+const PREEMPTED_CALL_GRACE: Duration = Duration::from_secs(1);
+
+/// A connection's place under the connection cap: a hard slot (at most
+/// [`super::accept::hard_slots`] exist) and its client's share; both are given back when
+/// the connection closes.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) _hard: OwnedSemaphorePermit,
@@ -75,11 +84,18 @@ pub(crate) struct ConnectionState {
     /// zero if the connection never had work.
     work_ended_ms: AtomicU64,
     born: Instant,
+    /// Calls ended to make room for another client that are still open.
+    preempted_calls: AtomicUsize,
+    /// One more than the milliseconds since `born` when `preempted_calls` rose from zero.
+    preempted_since_ms: AtomicU64,
+    /// Cancelled when the connection's share is taken back: it closes at once.
+    evicted: CancellationToken,
     /// The connection's reader, woken when it may have to close.
     pub(crate) reader: AtomicWaker,
 }
 
 impl ConnectionState {
+    /// The state of a connection accepted now.
     pub(crate) fn new() -> Self {
         ConnectionState {
             calls: AtomicUsize::new(0),
@@ -87,8 +103,15 @@ impl ConnectionState {
             idle_since_ms: AtomicU64::new(0),
             work_ended_ms: AtomicU64::new(0),
             born: Instant::now(),
+            preempted_calls: AtomicUsize::new(0),
+            preempted_since_ms: AtomicU64::new(0),
+            evicted: CancellationToken::new(),
             reader: AtomicWaker::new(),
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
     }
 
     /// Counts a call that has started; `work` is false for health checks.
@@ -101,7 +124,7 @@ impl ConnectionState {
 
     /// Counts a call that has ended (its response sent or abandoned).
     pub(crate) fn call_ended(&self, work: bool) {
-        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        let now = self.now_ms();
         if work && self.work_calls.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.work_ended_ms.store(now + 1, Ordering::SeqCst);
             self.reader.wake();
@@ -139,6 +162,40 @@ impl ConnectionState {
         })
     }
 
+    /// Counts a call ended to make room for another client, until it is gone.
+    pub(crate) fn call_preempted(&self) {
+        if self.preempted_calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.preempted_since_ms.store(self.now_ms() + 1, Ordering::SeqCst);
+        }
+        self.reader.wake();
+    }
+
+    /// A call counted by [`ConnectionState::call_preempted`] is gone.
+    pub(crate) fn preempted_call_gone(&self) {
+        if self.preempted_calls.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.preempted_since_ms.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// When the connection closes because a call ended to make room is still open: after
+    /// [`PREEMPTED_CALL_GRACE`].
+    pub(crate) fn preempted_deadline(&self) -> Option<Instant> {
+        match self.preempted_since_ms.load(Ordering::SeqCst) {
+            0 => None,
+            since => Some(self.born + Duration::from_millis(since - 1) + PREEMPTED_CALL_GRACE),
+        }
+    }
+
+    /// True once the connection's share was taken back: it must close now.
+    pub(crate) fn evicted(&self) -> bool {
+        self.evicted.is_cancelled()
+    }
+
+    /// Resolves once the connection's share is taken back.
+    pub(crate) async fn until_evicted(&self) {
+        self.evicted.cancelled().await;
+    }
+
     /// When a shutting-down connection with no work in flight closes: at once if it never
     /// had any, else after [`SHUTDOWN_LINGER`].
     pub(crate) fn shutdown_deadline(&self) -> Option<Instant> {
@@ -146,6 +203,22 @@ impl ConnectionState {
             0 => self.born,
             ended => self.born + Duration::from_millis(ended - 1) + SHUTDOWN_LINGER,
         })
+    }
+}
+
+impl Holder for ConnectionState {
+    /// Idle connections first, the longest idle first (a connection still in its
+    /// handshake is idle since it was accepted); then the one with the fewest calls.
+    fn precedence(&self) -> (usize, Instant) {
+        let idle_since = Duration::from_millis(self.idle_since_ms.load(Ordering::SeqCst));
+        (self.calls(), self.born + idle_since)
+    }
+
+    /// Closes the connection: a GOAWAY and the end of its input, calls and all, or the
+    /// end of its handshake.
+    fn revoke(&self) {
+        self.evicted.cancel();
+        self.reader.wake();
     }
 }
 

@@ -1,7 +1,8 @@
 //! The plaintext HTTP/1.1 `/metrics` endpoint, bounded like the gRPC port, so that a
 //! flood on it cannot use up the file descriptors the gRPC port shares:
 //! - at most `max_connections` are open; a newcomer beyond that is admitted by closing a
-//!   connection with no request in progress: one of the peer holding the most
+//!   connection with no request in progress: one of the client (an IPv4 address or an
+//!   IPv6 prefix, as for the gRPC port's fair shares) holding the most
 //!   connections, the one waiting longest. A flood thus evicts itself, and a scraper that
 //!   has just connected is served. Only when every connection is answering a request does
 //!   the loop stop accepting (the kernel's backlog holds newcomers, as on the gRPC port);
@@ -20,7 +21,6 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -36,6 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::{Client, Grouping};
 use super::log_limit::LogLimiter;
 
 /// Largest request head (request line and headers) hyper buffers; its minimum is 8 KiB.
@@ -59,6 +60,8 @@ pub(crate) struct EndpointLimits {
     pub(crate) header_read_timeout: Duration,
     /// Time a connection may wait with no request in progress.
     pub(crate) idle_timeout: Duration,
+    /// Which addresses are one client, when choosing whose connection to close.
+    pub(crate) grouping: Grouping,
 }
 
 impl Default for EndpointLimits {
@@ -69,6 +72,7 @@ impl Default for EndpointLimits {
             max_connections: 64,
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
+            grouping: Grouping::default(),
         }
     }
 }
@@ -115,7 +119,7 @@ pub(crate) async fn serve(
         next_backoff = ACCEPT_BACKOFF.0;
         // Step 3: make room for it, or close it at once if every connection became busy
         // in the meantime.
-        let Some(slot) = table.admit(peer.ip()) else {
+        let Some(slot) = table.admit(limits.grouping.client(peer.ip())) else {
             tracing::debug!(%peer, "metrics endpoint: every connection busy; closing a newcomer");
             continue;
         };
@@ -141,7 +145,7 @@ struct Open {
 
 #[derive(Debug)]
 struct Entry {
-    peer: IpAddr,
+    peer: Client,
     activity: Arc<Activity>,
     evict: CancellationToken,
 }
@@ -171,12 +175,12 @@ impl Table {
 
     /// A slot for a newcomer from `peer`, evicting a connection if at the cap; `None` if
     /// every connection is answering a request.
-    fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+    fn admit(self: &Arc<Self>, peer: Client) -> Option<Slot> {
         let mut open = self.open.lock();
         if open.connections.len() >= self.max_connections {
             let victim = victim(&open.connections)?;
             if let Some(entry) = open.connections.remove(&victim) {
-                tracing::debug!(peer = %entry.peer, "metrics endpoint: at the connection cap; closing an idle connection");
+                tracing::debug!(peer = ?entry.peer, "metrics endpoint: at the connection cap; closing an idle connection");
                 entry.evict.cancel();
             }
         }
@@ -193,7 +197,7 @@ impl Table {
 /// the peer with the most connections, the one that has waited longest (the oldest on a
 /// tie).
 fn victim(connections: &HashMap<u64, Entry>) -> Option<u64> {
-    let mut per_peer: HashMap<IpAddr, usize> = HashMap::new();
+    let mut per_peer: HashMap<Client, usize> = HashMap::new();
     for entry in connections.values() {
         *per_peer.entry(entry.peer).or_default() += 1;
     }
@@ -469,7 +473,8 @@ mod tests {
             state.phase = phase;
             state.since = since;
         }
-        Entry { peer: IpAddr::from(peer), activity, evict: CancellationToken::new() }
+        let peer = Grouping::default().client(std::net::IpAddr::from(peer));
+        Entry { peer, activity, evict: CancellationToken::new() }
     }
 
     #[test]

@@ -189,17 +189,23 @@ impl<IO: AsyncWrite + Unpin> Connection<IO> {
 }
 
 impl<IO> Connection<IO> {
-    /// True once the connection must close: idle for too long, or shutting down with no
-    /// work in flight. Registers the task to be woken when that may change.
+    /// True once the connection must close: taken back for another client, idle for too
+    /// long, holding a call ended for another client that its client does not let end,
+    /// or shutting down with no work in flight. Registers the task to be woken when that
+    /// may change.
     fn must_close(&mut self, cx: &mut Context<'_>) -> bool {
         let state = &self.info.state;
         state.reader.register(cx.waker());
+        if state.evicted() {
+            return true;
+        }
         if !self.shutting_down {
             self.shutting_down = self.closing.as_mut().poll(cx).is_ready();
         }
         let shutdown = self.shutting_down.then(|| state.shutdown_deadline()).flatten();
         let idle = state.idle_deadline(self.idle_timeout, &self.pressure);
-        let Some(deadline) = shutdown.into_iter().chain(idle).min() else {
+        let preempted = state.preempted_deadline();
+        let Some(deadline) = shutdown.into_iter().chain(idle).chain(preempted).min() else {
             return false;
         };
         if deadline <= Instant::now() {

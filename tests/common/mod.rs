@@ -101,19 +101,7 @@ impl TestServer {
     /// A channel whose connections come from `ip` (any 127.0.0.0/8 address on
     /// loopback), so that the server counts them as another client.
     pub async fn channel_from(&self, ip: [u8; 4]) -> Channel {
-        let addr = self.addr;
-        let connector = tower::service_fn(move |_: http::Uri| async move {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(SocketAddr::from((ip, 0)))?;
-            let stream = socket.connect(addr).await?;
-            stream.set_nodelay(true)?;
-            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-        });
-        tonic::transport::Endpoint::from_shared(self.url())
-            .unwrap()
-            .connect_with_connector(connector)
-            .await
-            .expect("connect to test server from another address")
+        channel_from(self.addr, ip).await
     }
 
     /// A client whose connection comes from `ip`; see [`TestServer::channel_from`].
@@ -133,6 +121,23 @@ impl TestServer {
             let _ = stop.send(());
         }
     }
+}
+
+/// A channel to the server at `addr` whose connections come from `ip` (any 127.0.0.0/8
+/// address on loopback), so that the server counts them as another client.
+pub async fn channel_from(addr: SocketAddr, ip: [u8; 4]) -> Channel {
+    let connector = tower::service_fn(move |_: http::Uri| async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from((ip, 0)))?;
+        let stream = socket.connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+    });
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_with_connector(connector)
+        .await
+        .expect("connect to the server from another address")
 }
 
 /// A `gamesolver-server` process, killed when dropped.

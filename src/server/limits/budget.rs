@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{FairShare, Refusal, Share};
+use crate::server::admission::{FairShare, Holder, Refusal, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -39,6 +39,15 @@ enum Phase {
     Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
 }
 
+/// What a call's request messages are: how they are compressed, and what they carry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Messages {
+    /// Their compression, when it is one this layer inflates.
+    pub(super) inflate: Option<Inflate>,
+    /// What they carry, for charging them decoded.
+    pub(super) requests: Requests,
+}
+
 /// A request body whose messages are admitted against the server-wide budget and whose
 /// compressed messages are inflated (tonic then sees uncompressed ones).
 pub(super) struct Budgeted {
@@ -51,6 +60,8 @@ pub(super) struct Budgeted {
     messages: u64,
     /// Whose budget the messages take.
     peer: IpAddr,
+    /// The call, ended if its bytes are taken back for another client.
+    holder: Arc<dyn Holder>,
     held: Arc<Mutex<Option<Share>>>,
     budget: Arc<FairShare>,
     limits: Arc<CallLimits>,
@@ -58,24 +69,26 @@ pub(super) struct Budgeted {
 }
 
 impl Budgeted {
-    /// A body over `inner` whose messages take their bytes from `budget` into `held`.
+    /// A body over `inner` whose messages take their bytes from `budget` into `held`,
+    /// for `holder`.
     pub(super) fn new(
         inner: Body,
-        inflate: Option<Inflate>,
-        requests: Requests,
+        messages: Messages,
         peer: IpAddr,
+        holder: Arc<dyn Holder>,
         held: Arc<Mutex<Option<Share>>>,
         budget: Arc<FairShare>,
         limits: Arc<CallLimits>,
     ) -> Self {
         Budgeted {
             inner,
-            inflate,
-            requests,
+            inflate: messages.inflate,
+            requests: messages.requests,
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
             peer,
+            holder,
             held,
             budget,
             limits,
@@ -117,10 +130,11 @@ impl Budgeted {
                     if *len > 0 && self.buf.len() <= GRPC_HEADER {
                         return Poll::Ready(None);
                     }
-                    // A message larger than a peer's whole share runs alone within it.
+                    // A message larger than what a client may hold runs alone within it.
                     let wanted =
-                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_peer);
-                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, cx) else {
+                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_client);
+                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, &self.holder, cx)
+                    else {
                         return Poll::Pending;
                     };
                     *self.held.lock() = Some(share);
@@ -204,9 +218,9 @@ impl Budgeted {
     /// Charges a whole solver request `frame` (header included) its bytes and what it
     /// decodes to, in place of the copies charged while it arrived: the share grows
     /// (never waiting, as inflating does) or gives back the difference. One costing more
-    /// than a client's whole share runs alone: within the server's limit, charged all
-    /// of it; past that limit, within the share, as long as it costs no more than the
-    /// largest message could as its bytes and a copy; beyond that it is refused.
+    /// than a client may hold runs alone within that, as long as it costs no more than
+    /// the largest message could as its bytes and a copy (what it was charged before its
+    /// decoded size was known); beyond that it is refused, undecoded.
     fn charge_decoded(&self, frame: &[u8]) -> Result<(), Status> {
         let one_problem = match self.requests {
             Requests::OneProblem => true,
@@ -217,31 +231,26 @@ impl Budgeted {
         let cost = units(frame.len()) + units(decoded);
         let mut held = self.held.lock();
         let Some(share) = held.as_mut() else { return Ok(()) };
-        let (cap, limit) = (share.cap(), share.limit());
+        let cap = share.cap();
         let copies = units(self.limits.max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
-        let past = |bytes: usize, whose: &str| {
+        let past_cap = || {
             Status::resource_exhausted(format!(
-                "request message decodes to {decoded} bytes, past the {} bytes of request memory {whose}",
-                bytes * BUDGET_UNIT
+                "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
+                cap * BUDGET_UNIT
             ))
         };
         let wanted = match cost {
-            _ if cost <= limit => cost,
+            _ if cost <= cap => cost,
             _ if cost <= copies => cap,
-            _ => return Err(past(limit, "of the whole server")),
+            _ => return Err(past_cap()),
         };
         if wanted <= share.amount() {
             share.shrink_to(wanted);
             return Ok(());
         }
-        let more = wanted - share.amount();
-        let grown = match wanted <= cap {
-            true => share.try_grow(more),
-            false => share.try_grow_alone(more),
-        };
-        grown.map_err(|refusal| match refusal {
-            Refusal::PeerCap => past(cap, "one client may hold"),
-            Refusal::Full => Status::resource_exhausted(
+        share.try_grow(wanted - share.amount()).map_err(|refusal| match refusal {
+            Refusal::PeerCap => past_cap(),
+            Refusal::Full { .. } => Status::resource_exhausted(
                 "server overloaded: its memory for request messages is in use; retry later",
             ),
         })

@@ -73,7 +73,7 @@ impl Inflate {
                         "request message inflates past the {} bytes of request memory one client may hold",
                         held.cap() * BUDGET_UNIT
                     )),
-                    Refusal::Full => Status::resource_exhausted(
+                    Refusal::Full { .. } => Status::resource_exhausted(
                         "server overloaded: its memory for request messages is in use; retry later",
                     ),
                 })?;

@@ -1,13 +1,18 @@
 //! Load shedding and the request memory budget, as one tower layer over every service.
 //!
-//! Calls and request bytes are fair shares among peers (remote IP addresses, or the
-//! address a `--trusted-proxy` names in `--peer-header`): a peer holds at most its cap, and
-//! at the server-wide limit a peer under its fair share still gets in, from a reserve,
-//! so one client cannot take the server from the others (`docs/operations.md`, Limits).
+//! Calls and request bytes are fair shares among clients (remote IP addresses, or the
+//! address a `--trusted-proxy` names in `--peer-header`), by the rule in
+//! [`super::admission`]: at the server-wide limit a client within its fair share still
+//! gets in, and the client holding the most gives way, so no number of heavy clients can
+//! take the server from the others (`docs/operations.md`, Limits).
 //! - A call beyond the limits is refused at once with `RESOURCE_EXHAUSTED`: a server at
 //!   its limit answers "no" in microseconds rather than queueing work it cannot do.
 //!   `grpc.health.v1.Health` is exempt, so that a loaded server still answers its probes;
 //!   health calls are cheap, and at most `--max-concurrent-streams` a connection.
+//! - A call whose share (of calls, or of request bytes) is taken back for a client within
+//!   its own ends at once with `RESOURCE_EXHAUSTED` ([`PREEMPTED`]), before its response
+//!   or between two of its messages; if its client leaves that end unread, its
+//!   connection closes ([`super::connection_state`]).
 //! - A request message's bytes are taken from the budget when its first payload bytes
 //!   arrive, not on its 5-byte header alone (a header is a claim, not a cost), and given
 //!   back when the call reads its next message or ends ([`budget`]). A message waits for
@@ -26,19 +31,21 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, Either};
+use futures::task::AtomicWaker;
 use http_body::Frame;
 use parking_lot::Mutex;
 use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
-use super::admission::{FairShare, Refusal, Share, SharePolicy};
+use super::admission::{FairShare, Holder, Refusal, Share, SharePolicy};
 use super::connection_state::{ConnectionInfo, ConnectionState};
 use budget::Budgeted;
 use inflate::Inflate;
@@ -87,6 +94,10 @@ impl Requests {
     }
 }
 
+/// The message of a call ended to make room for a client within its fair share.
+const PREEMPTED: &str =
+    "server overloaded: this call made way for a client under its fair share; retry later";
+
 /// Limits the layer enforces.
 #[derive(Debug, Clone)]
 pub(crate) struct CallLimits {
@@ -120,7 +131,8 @@ impl CallCount {
     /// Calls shared by `config`'s limits.
     pub(crate) fn new(config: &super::ServerConfig) -> Self {
         let limits = &config.limits;
-        CallCount(FairShare::new(SharePolicy::new(limits.max_calls, limits.max_calls_per_peer)))
+        let policy = SharePolicy::new(limits.max_calls, limits.max_calls_per_peer, limits.grouping());
+        CallCount(FairShare::new(policy))
     }
 
     /// Calls in flight now.
@@ -143,7 +155,8 @@ impl CallLimitsLayer {
         let limits = &config.limits;
         let policy = SharePolicy::new(
             units(limits.max_request_bytes_in_flight),
-            units(limits.max_request_bytes_per_peer),
+            limits.max_request_bytes_per_peer.map(units),
+            limits.grouping(),
         );
         CallLimitsLayer { limits: Arc::new(CallLimits::from(config)), calls, budget: FairShare::new(policy) }
     }
@@ -169,9 +182,65 @@ pub(crate) struct CallLimitsService<S> {
     layer: CallLimitsLayer,
 }
 
+/// A call as its shares' holder: ended when one of them is taken back for another
+/// client.
+#[derive(Debug)]
+struct CallHandle {
+    started: Instant,
+    preempted: AtomicBool,
+    /// The task to wake when the call is ended: its response future, then its body.
+    waker: AtomicWaker,
+    connection: Option<Arc<ConnectionState>>,
+}
+
+impl CallHandle {
+    fn new(connection: Option<Arc<ConnectionState>>) -> Self {
+        CallHandle {
+            started: Instant::now(),
+            preempted: AtomicBool::new(false),
+            waker: AtomicWaker::new(),
+            connection,
+        }
+    }
+
+    fn is_preempted(&self) -> bool {
+        self.preempted.load(Ordering::SeqCst)
+    }
+
+    /// Ready once the call must end to make room for another client.
+    fn poll_preempted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.is_preempted() {
+            self.waker.register(cx.waker());
+        }
+        match self.is_preempted() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    }
+}
+
+impl Holder for CallHandle {
+    /// The longest-running call first: a call held open on purpose is among the oldest,
+    /// while a call doing work is usually short.
+    fn precedence(&self) -> (usize, Instant) {
+        (0, self.started)
+    }
+
+    fn revoke(&self) {
+        if !self.preempted.swap(true, Ordering::SeqCst) {
+            if let Some(connection) = &self.connection {
+                connection.call_preempted();
+            }
+            self.waker.wake();
+        }
+    }
+}
+
 /// One call's place in the counts, given back when the call's response ends or is dropped.
 struct CallGuard {
     call: Option<Share>,
+    /// What ends the call when a share of it is taken back; health checks have none.
+    handle: Option<Arc<CallHandle>>,
     connection: Option<Arc<ConnectionState>>,
     /// The budget held for the call's latest request message.
     held: Arc<Mutex<Option<Share>>>,
@@ -181,6 +250,9 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         if let Some(connection) = &self.connection {
             connection.call_ended(self.call.is_some());
+            if self.handle.as_ref().is_some_and(|handle| handle.is_preempted()) {
+                connection.preempted_call_gone();
+            }
         }
         self.held.lock().take();
     }
@@ -218,21 +290,23 @@ impl<S> CallLimitsService<S> {
         work: bool,
     ) -> Result<CallGuard, Status> {
         let limits = &self.layer.limits;
-        let mut guard = CallGuard { call: None, connection: None, held: Arc::default() };
+        let mut guard = CallGuard { call: None, handle: None, connection: None, held: Arc::default() };
         if work {
             let calls = &self.layer.calls.0;
-            guard.call = Some(calls.try_take(peer, 1).map_err(|refusal| {
-                let policy = calls.policy();
-                Status::resource_exhausted(match refusal {
-                    Refusal::PeerCap => format!(
-                        "too many calls in flight from this client (limit {} a client); retry later",
-                        policy.per_peer
-                    ),
-                    Refusal::Full => {
-                        format!("server overloaded: {} calls in flight, its limit; retry later", policy.limit)
-                    }
-                })
-            })?);
+            let handle = Arc::new(CallHandle::new(connection.cloned()));
+            guard.call =
+                Some(calls.try_take(peer, 1, Arc::clone(&handle) as Arc<dyn Holder>).map_err(|refusal| {
+                    Status::resource_exhausted(match refusal {
+                        Refusal::PeerCap => format!(
+                            "too many calls in flight from this client (limit {} a client); retry later",
+                            calls.policy().per_client
+                        ),
+                        Refusal::Full { total } => {
+                            format!("server overloaded: {total} calls in flight, its limit; retry later")
+                        }
+                    })
+                })?);
+            guard.handle = Some(handle);
         }
         if let Some(connection) = connection {
             connection.call_started(work);
@@ -289,11 +363,13 @@ where
                 // tonic answers UNIMPLEMENTED for an encoding it does not accept.
                 request.headers_mut().insert("grpc-encoding", unknown);
             }
+            let holder: Arc<dyn Holder> = guard.handle.clone().expect("a work call has a handle");
+            let messages = budget::Messages { inflate, requests: Requests::of(request.uri().path()) };
             let budget = Budgeted::new(
                 request_body,
-                inflate,
-                Requests::of(request.uri().path()),
+                messages,
                 peer,
+                holder,
                 Arc::clone(&guard.held),
                 Arc::clone(&self.layer.budget),
                 Arc::clone(&self.layer.limits),
@@ -301,17 +377,30 @@ where
             *request.body_mut() = Body::new(budget);
         }
         let response = self.inner.call(request);
+        let handle = guard.handle.clone();
         Either::Right(Box::pin(async move {
-            let response = response.await?;
-            Ok(response.map(|body| Body::new(Guarded { inner: body, _guard: guard })))
+            let response = match handle {
+                Some(handle) => tokio::select! {
+                    biased;
+                    response = response => response?,
+                    () = std::future::poll_fn(|cx| handle.poll_preempted(cx)) => {
+                        return Ok(Status::resource_exhausted(PREEMPTED).into_http());
+                    }
+                },
+                None => response.await?,
+            };
+            Ok(response.map(|body| Body::new(Guarded { inner: body, guard, ended: false })))
         }))
     }
 }
 
-/// A response body that holds its call's place in the counts until it is done.
+/// A response body that holds its call's place in the counts until it is done, and ends
+/// the call with [`PREEMPTED`] when that place is taken back.
 struct Guarded {
     inner: Body,
-    _guard: CallGuard,
+    guard: CallGuard,
+    /// Its trailers (or the end) have been passed on.
+    ended: bool,
 }
 
 impl http_body::Body for Guarded {
@@ -322,11 +411,27 @@ impl http_body::Body for Guarded {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if this.guard.handle.as_ref().is_some_and(|handle| handle.poll_preempted(cx).is_ready()) {
+            this.ended = true;
+            let mut trailers = http::HeaderMap::new();
+            // A fixed ASCII message always makes valid headers.
+            let _ = Status::resource_exhausted(PREEMPTED).add_header(&mut trailers);
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        this.ended = match &frame {
+            Some(Ok(frame)) => frame.is_trailers(),
+            Some(Err(_)) | None => true,
+        };
+        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.ended || self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
