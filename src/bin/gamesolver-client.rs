@@ -98,8 +98,9 @@ struct SolveArgs {
     /// PEM private key of --client-cert.
     #[arg(long, value_name = "PEM", requires = "client_cert")]
     client_key: Option<PathBuf>,
-    /// Seconds a server may keep failing, or stay silent with batches in flight, without
-    /// answering before it is given up on (exit 1; --resume completes the output).
+    /// Seconds a server may keep failing, or stay silent (connecting, or with batches in
+    /// flight), without answering before it is given up on (exit 1; --resume completes
+    /// the output).
     #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
     retry_for: f64,
     /// Problems per batch of JSON lines, at most.

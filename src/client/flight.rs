@@ -19,6 +19,8 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
+use crate::client::answer_check::WrongAnswer;
+use crate::client::batch::Batch;
 use crate::client::connection::{Answers, ConnectionConfig, Door, Failure};
 use crate::client::table::answers;
 use crate::columnar::{self, Descriptor};
@@ -45,7 +47,7 @@ impl Flight {
 fn failure(err: FlightError) -> Failure {
     match err {
         FlightError::Tonic(status) => Failure::Status(*status),
-        err => Failure::WrongAnswer(format!("its answer does not decode: {err}")),
+        err => Failure::Malformed(format!("it does not decode: {err}")),
     }
 }
 
@@ -79,7 +81,8 @@ impl Door for Flight {
         .boxed()
     }
 
-    fn check(&self, request: &RecordBatch, answer: &RecordBatch) -> Result<(), String> {
-        answers::check(request, answer, &self.expected)
+    fn check(&self, batch: &Batch<RecordBatch>, answer: &RecordBatch) -> Result<(), WrongAnswer> {
+        answers::check(&batch.payload, answer, &self.expected)
+            .map_err(|reason| WrongAnswer::Table { seq: batch.seq, reason })
     }
 }
