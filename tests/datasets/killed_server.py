@@ -79,9 +79,8 @@ def main() -> int:
         command = [python, job, data, os.path.join(work, f"{engine}-out")]
         for _, grpc, _ in servers:
             command += ["--server", grpc]
-        if engine == "spark":
-            # More partitions than servers, so that every server gets some.
-            command += ["--partitions", "8"]
+        # More partitions (blocks) than servers, so that every server gets some.
+        command += ["--partitions" if engine == "spark" else "--blocks", "8"]
         job_log = open(os.path.join(work, f"{engine}-job.log"), "w")
         started = time.monotonic()
         process = subprocess.Popen(command, stdout=job_log, stderr=subprocess.STDOUT)
