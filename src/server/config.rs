@@ -183,12 +183,13 @@ pub struct Http2Config {
     #[arg(long)]
     pub compress_responses: bool,
     /// Also serve gRPC-Web on this port, for browsers: unary calls (Solve, SolveBatch)
-    /// over HTTP/1.1 or HTTP/2, with CORS for the --grpc-web-origin list.
+    /// over HTTP/1.1 or HTTP/2, with CORS for the --grpc-web-origin list (for gRPC-Web
+    /// and Connect calls).
     #[arg(long)]
     pub grpc_web: bool,
-    /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
-    /// `https://app.example.com`, no path); repeat the flag, or separate with commas, for
-    /// more. Other origins get no CORS grant.
+    /// Origin whose pages may call through gRPC-Web or Connect, as a browser sends it
+    /// (for example `https://app.example.com`, no path); repeat the flag, or separate with
+    /// commas, for more. Other origins get no CORS grant.
     #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
     pub grpc_web_origin: Vec<String>,
     /// Serve gRPC only: no Connect protocol (unary Solve and SolveBatch as HTTP/JSON, for
