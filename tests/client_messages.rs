@@ -158,6 +158,19 @@ fn bad_lines_are_explained_in_a_persons_words() {
 }
 
 #[test]
+fn readme_shows_what_examples_errors_jsonl_gets() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    // The ```json block after README's `solve examples/errors.jsonl` line.
+    let after = &readme[readme.find("solve examples/errors.jsonl").expect("README runs errors.jsonl")..];
+    let block = &after[after.find("```json\n").unwrap() + "```json\n".len()..];
+    let shown = &block[..block.find("```").unwrap()];
+    let run = client(&["solve", "--quiet", &format!("{root}/examples/errors.jsonl")]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout), shown, "README's answers to examples/errors.jsonl are stale");
+}
+
+#[test]
 fn a_binary_file_is_refused_before_any_output() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.jsonl");

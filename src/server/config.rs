@@ -485,6 +485,16 @@ mod tests {
     }
 
     #[test]
+    fn each_games_limit_flag_is_a_flag_here_up_to_its_maximum() {
+        let games = crate::games::GameKind::ALL.into_iter();
+        for (flag, max) in games.filter_map(|game| Some((game.limit_flag()?, game.max_limit()?))) {
+            assert!(parse(&[flag, &max.to_string()]).is_ok(), "{flag} {max}");
+            let err = parse(&[flag, &(max + 1).to_string()]).unwrap_err().to_string();
+            assert!(err.contains(&format!("..={max}")), "{flag}: {err}");
+        }
+    }
+
+    #[test]
     fn every_flag_has_its_environment_variable() {
         let command = with_env(Flags::command());
         for arg in command.get_arguments().filter(|arg| arg.get_long().is_some_and(|l| l != "help")) {
