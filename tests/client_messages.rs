@@ -93,7 +93,14 @@ async fn a_tls_failure_is_reported_once() {
         stderr.starts_with(&format!("gamesolver-client: server {url} failed its TLS handshake: ")),
         "{stderr}"
     );
-    assert!(stderr.contains("invalid peer certificate: UnknownIssuer"), "{stderr}");
+    assert!(
+        stderr.ends_with("(UnknownIssuer): give the CA certificate that signed it with --ca-cert PEM\n"),
+        "{stderr}"
+    );
+    assert_documented(
+        "gamesolver-client: server https://HOST:PORT failed its TLS handshake: its certificate is not signed by a \
+         CA this client trusts (UnknownIssuer): give the CA certificate that signed it with --ca-cert PEM",
+    );
 }
 
 #[test]

@@ -27,6 +27,7 @@ pub(crate) mod problem_json;
 pub(crate) mod progress;
 pub(crate) mod queue;
 pub(crate) mod resume;
+pub(crate) mod tls_failure;
 
 pub use batch::{BatchBuilder, InputMark};
 pub use connection::{ConnectionError, TlsFiles};

@@ -35,6 +35,7 @@ mod admission;
 pub mod config;
 mod connection_state;
 mod connections;
+pub mod dev_cert;
 mod grpc_codes;
 mod grpc_web;
 mod limits;
@@ -71,9 +72,10 @@ pub enum ServeError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The TLS files cannot be used.
+    /// The TLS files cannot be used. Not a `source`, as for the table files: `{:#}`
+    /// would print the reason twice.
     #[error("cannot load the TLS files: {0}")]
-    Tls(#[from] tls::TlsError),
+    Tls(tls::TlsError),
     /// The HTTP/2 transport failed.
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -122,7 +124,7 @@ impl Server {
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
-                let (tls, loaded) = ReloadableTls::load(settings)?;
+                let (tls, loaded) = ReloadableTls::load(settings).map_err(ServeError::Tls)?;
                 tls.log_loaded(&loaded, "TLS certificates loaded");
                 Some(Arc::new(tls))
             }
