@@ -242,12 +242,54 @@ fn completions_and_man_pages_are_generated() {
         "{page}"
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let run = client(&["man", "--out-dir", &path_str(dir.path())]);
+    // A directory that does not exist yet, parents and all.
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("share/man/man1");
+    let run = client(&["man", "--out-dir", &path_str(&dir)]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     for name in ["gamesolver-client.1", "gamesolver-client-solve.1", "gamesolver-client-gen.1"] {
-        let page = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let page = std::fs::read_to_string(dir.join(name)).unwrap();
         assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{name}: {page}");
+    }
+    // A path under a file cannot be made: exit 2, with the reason.
+    let blocked = scratch.path().join("share/man/man1/gamesolver-client.1/sub");
+    let run = client(&["man", "--out-dir", &path_str(&blocked)]);
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(
+        text(&run.stderr),
+        format!("gamesolver-client: cannot create {}: Not a directory (os error 20)\n", blocked.display())
+    );
+}
+
+#[test]
+fn readmes_install_lines_work_in_a_fresh_home() {
+    // README's lines after `cargo install --path .`, as written, with the built binaries
+    // on PATH and an empty HOME: no directory they write into exists yet.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let after = &readme[readme.find("\ncargo install --path .\n").expect("README's install lines")..];
+    let lines: Vec<&str> = after.lines().skip(2).take_while(|line| !line.starts_with("```")).collect();
+    assert!(lines.len() >= 4 && lines.iter().all(|line| !line.is_empty()), "{lines:?}");
+    let home = tempfile::tempdir().unwrap();
+    let bin = Path::new(CLIENT).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    for line in &lines {
+        let run = Command::new("sh")
+            .args(["-c", line])
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{line}: {}", text(&run.stderr));
+    }
+    let share = home.path().join(".local/share");
+    for file in [
+        "bash-completion/completions/gamesolver-client",
+        "bash-completion/completions/gamesolver-server",
+        "man/man1/gamesolver-client.1",
+        "man/man1/gamesolver-server.1",
+    ] {
+        assert!(share.join(file).metadata().is_ok_and(|meta| meta.len() > 0), "{file}");
     }
 }
 

@@ -43,7 +43,8 @@ enum Command {
     },
     /// Writes the manual page (roff) to stdout, or every page to --out-dir.
     Man {
-        /// Write gamesolver-client.1 and one page a subcommand into this directory.
+        /// Write gamesolver-client.1 and one page a subcommand into this directory (created
+        /// if missing).
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
@@ -317,8 +318,11 @@ async fn start_embedded_server(
 /// The manual pages, from the same definitions as `--help`.
 fn man(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
     match out_dir {
-        Some(dir) => clap_mangen::generate_to(command(), &dir)
-            .with_context(|| format!("cannot write the manual pages to {}", dir.display())),
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command(), &dir)
+                .with_context(|| format!("cannot write the manual pages to {}", dir.display()))
+        }
         None => clap_mangen::Man::new(command())
             .render(&mut std::io::stdout().lock())
             .context("cannot write the manual page"),
