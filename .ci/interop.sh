@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Second-client cross-check: Python grpcio and the reference protobuf runtime against the
-# real server and gamesolver-client (tests/interop/crosscheck.py), through the repository's
+# real server and gamesolver-client (tests/interop/crosscheck.py), and pyarrow.flight
+# against the Arrow Flight door (tests/interop/flight_pyarrow.py), through the repository's
 # Python package (clients/python), installed into a venv under target/ at every run so
 # that the check always uses the package as committed. The package's own dependencies are
 # pinned here to the versions its stubs were generated for (.ci/generate.sh).
@@ -13,10 +14,13 @@ target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/interop-venv"
 grpc_version=1.85.1
 protobuf_version=7.36.2
+pyarrow_version=26.0.1
 if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
-sys.exit(m.version('grpcio') != '$grpc_version' or m.version('protobuf') != '$protobuf_version')" 2>/dev/null; then
+sys.exit(m.version('grpcio') != '$grpc_version' or m.version('protobuf') != '$protobuf_version'
+         or m.version('pyarrow') != '$pyarrow_version')" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet "grpcio==$grpc_version" "grpcio-status==$grpc_version" "protobuf==$protobuf_version"
+  "$venv/bin/pip" install --quiet "grpcio==$grpc_version" "grpcio-status==$grpc_version" "protobuf==$protobuf_version" \
+    "pyarrow==$pyarrow_version"
 fi
 # --no-deps: the pins above are the dependencies; --no-build-isolation would need setuptools
 # in the venv, so pip builds the package in its own isolated environment.
@@ -28,6 +32,11 @@ client="$target/debug/gamesolver-client"
 generated="$target/interop-generated.jsonl"
 "$client" gen --count 3000 --seed 11 --iv-n 0..200000 --mix sum=4,ix=4,iv=2,nim=2 -o "$generated"
 "$venv/bin/python" tests/interop/crosscheck.py "$server" "$client" "$generated"
+for problems in examples/problems.jsonl examples/errors.jsonl "$generated"; do
+  "$venv/bin/python" tests/interop/flight_pyarrow.py "$server" "$problems"
+done
+# The package's Flight helper, as Spark and Ray jobs call it: failover, lying servers.
+"$venv/bin/python" tests/interop/flight_helper.py "$server"
 
 # The package's example, as its README shows it, against a server of its own (stopped on
 # exit; at most 30 s for its address).

@@ -34,6 +34,43 @@ pub enum ProblemError {
     /// The solver failed (a bug) or the server is stopping.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// A table row whose game input is null, or holds a null value (columnar input only).
+    #[error("{}: {} is null", game.name(), element(*game, *index))]
+    NullInput {
+        /// The game whose input it is.
+        game: GameKind,
+        /// The position of the null value in a list input; `None` when the input itself is null.
+        index: Option<u64>,
+    },
+    /// A table row with a negative integer where the game counts stones (columnar input only).
+    #[error("{}: {} = {value} is negative", game.name(), element(*game, *index))]
+    NegativeValue {
+        /// The game whose input it is.
+        game: GameKind,
+        /// The value found.
+        value: i64,
+        /// Its position in a list input; `None` for a single integer (`n`).
+        index: Option<u64>,
+    },
+    /// A table row of a `mixed` exchange with more than one game's input set.
+    #[error("problem has several games: {}; set only one", inputs(games))]
+    SeveralGames {
+        /// The games whose inputs are set, in the order of [`GameKind::ALL`].
+        games: Vec<GameKind>,
+    },
+}
+
+/// A game's input, or one element of it: `n`, `stones[3]`.
+fn element(game: GameKind, index: Option<u64>) -> String {
+    match index {
+        Some(index) => format!("{}[{index}]", game.input()),
+        None => game.input().to_owned(),
+    }
+}
+
+/// The games' input names, for a message: `num, n`.
+fn inputs(games: &[GameKind]) -> String {
+    games.iter().map(|game| game.input()).collect::<Vec<_>>().join(", ")
 }
 
 impl ProblemError {
@@ -42,9 +79,10 @@ impl ProblemError {
         match self {
             ProblemError::MissingProblem
             | ProblemError::MissingGame
-            | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
-                Code::InvalidArgument
-            }
+            | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. })
+            | ProblemError::NullInput { .. }
+            | ProblemError::NegativeValue { .. }
+            | ProblemError::SeveralGames { .. } => Code::InvalidArgument,
             ProblemError::Solve(SolveError::OutOfRange { .. }) => Code::OutOfRange,
             ProblemError::Pool(PoolError::Panicked(_)) => Code::Internal,
             ProblemError::Pool(PoolError::Gone) => Code::Unavailable,
@@ -61,6 +99,9 @@ impl ProblemError {
             ProblemError::Solve(SolveError::OutOfRange { .. }) => "PILE_ABOVE_LIMIT",
             ProblemError::Pool(PoolError::Panicked(_)) => "SOLVER_PANICKED",
             ProblemError::Pool(PoolError::Gone) => "SERVER_STOPPING",
+            ProblemError::NullInput { .. } => "NULL_INPUT",
+            ProblemError::NegativeValue { .. } => "NEGATIVE_VALUE",
+            ProblemError::SeveralGames { .. } => "SEVERAL_GAMES",
         }
     }
 
@@ -69,11 +110,13 @@ impl ProblemError {
     pub fn field(&self) -> Option<&'static str> {
         match self {
             ProblemError::MissingProblem => Some("problem"),
-            ProblemError::MissingGame => Some("problem.game"),
+            ProblemError::MissingGame | ProblemError::SeveralGames { .. } => Some("problem.game"),
             ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
                 Some(GameKind::SumGame.input_path())
             }
-            ProblemError::Solve(SolveError::OutOfRange { game, .. }) => Some(game.input_path()),
+            ProblemError::Solve(SolveError::OutOfRange { game, .. })
+            | ProblemError::NullInput { game, .. }
+            | ProblemError::NegativeValue { game, .. } => Some(game.input_path()),
             ProblemError::Pool(_) => None,
         }
     }
@@ -87,6 +130,16 @@ impl ProblemError {
             ProblemError::Solve(SolveError::OddLength { len }) => vec![("length", len.to_string())],
             ProblemError::Solve(SolveError::OutOfRange { n, limit, .. }) => {
                 vec![("n", n.to_string()), ("limit", limit.to_string())]
+            }
+            ProblemError::NullInput { index, .. } => {
+                index.map(|index| ("index", index.to_string())).into_iter().collect()
+            }
+            ProblemError::NegativeValue { value, index, .. } => {
+                let index = index.map(|index| ("index", index.to_string()));
+                [("value", value.to_string())].into_iter().chain(index).collect()
+            }
+            ProblemError::SeveralGames { games } => {
+                vec![("games", games.iter().map(|game| game.label()).collect::<Vec<_>>().join(","))]
             }
             ProblemError::MissingProblem
             | ProblemError::MissingGame
@@ -268,6 +321,9 @@ mod tests {
             SolveError::OutOfRange { game: GameKind::StoneGameIv, n: 5, limit: 4 }.into(),
             PoolError::Panicked("boom".into()).into(),
             PoolError::Gone.into(),
+            ProblemError::NullInput { game: GameKind::StoneGameIv, index: None },
+            ProblemError::NegativeValue { game: GameKind::NimSquare, value: -4, index: Some(2) },
+            ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] },
         ]
     }
 
@@ -305,6 +361,39 @@ mod tests {
         });
         assert_eq!((err.code(), err.field()), (Code::OutOfRange, Some("problem.stone_game_iv.n")));
         assert_eq!(err.metadata()["limit"], "1000000000");
+    }
+
+    #[test]
+    fn columnar_errors_name_the_input_and_carry_its_values() {
+        let wire = |err: ProblemError| pb::SolutionError::from(err);
+        let null = wire(ProblemError::NullInput { game: GameKind::StoneGameIv, index: None });
+        assert_eq!(null.code, pb::solution_error::Code::InvalidArgument as i32);
+        assert_eq!(
+            (null.message.as_str(), null.reason.as_str(), null.field.as_str()),
+            ("stone game iv: n is null", "NULL_INPUT", "problem.stone_game_iv.n")
+        );
+        assert!(null.metadata.is_empty());
+        let null = wire(ProblemError::NullInput { game: GameKind::StoneGameIx, index: Some(3) });
+        assert_eq!(null.message, "stone game ix: stones[3] is null");
+        assert_eq!(null.metadata["index"], "3");
+        let negative =
+            wire(ProblemError::NegativeValue { game: GameKind::NimSquare, value: -4, index: Some(2) });
+        assert_eq!(
+            (negative.message.as_str(), negative.reason.as_str(), negative.field.as_str()),
+            ("nim square: piles[2] = -4 is negative", "NEGATIVE_VALUE", "problem.nim_square.piles")
+        );
+        assert_eq!((negative.metadata["value"].as_str(), negative.metadata["index"].as_str()), ("-4", "2"));
+        let negative =
+            wire(ProblemError::NegativeValue { game: GameKind::StoneGameIv, value: -1, index: None });
+        assert_eq!(negative.message, "stone game iv: n = -1 is negative");
+        assert!(!negative.metadata.contains_key("index"));
+        let several =
+            wire(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] });
+        assert_eq!(
+            (several.message.as_str(), several.reason.as_str(), several.field.as_str()),
+            ("problem has several games: num, n; set only one", "SEVERAL_GAMES", "problem.game")
+        );
+        assert_eq!(several.metadata["games"], "sum_game,stone_game_iv");
     }
 
     #[test]

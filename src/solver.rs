@@ -78,9 +78,14 @@ pub trait SolveObserver: Send + Sync + std::fmt::Debug + 'static {
 /// null input), which is answered and counted like any other error.
 pub type Problem = Result<Game, ProblemError>;
 
-/// The metrics label of a problem: its game's, or `none` for one without a game.
+/// The metrics label of a problem: its game's (a row error that names its game counts
+/// under it), or `none` for one without a game.
 fn label(problem: &Problem) -> &'static str {
-    problem.as_ref().map_or("none", |game| game.kind().label())
+    match problem {
+        Ok(game) => game.kind().label(),
+        Err(ProblemError::NullInput { game, .. } | ProblemError::NegativeValue { game, .. }) => game.label(),
+        Err(_) => "none",
+    }
 }
 
 /// Problems counted locally, reported to the observer in one call when dropped.

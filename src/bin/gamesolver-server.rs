@@ -1,17 +1,17 @@
 //! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::Server`].
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use std::path::{Path, PathBuf};
-
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use gamesolver::server::dev_cert::{self, DevCertRequest};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
-/// gRPC server solving Sum Game, Stone Game IX, Stone Game IV and Nim Square exactly.
+/// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
+/// Square exactly.
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.

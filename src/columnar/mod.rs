@@ -11,12 +11,22 @@
 //! A Flight exchange names what it solves in its descriptor's path: one game's label
 //! (`["stone_game_iv"]`), or `["mixed"]`, where each row's game is the one input column
 //! that is not null; a second element `winner_only` skips the moves.
+//!
+//! Beside the contract: [`problems`] reads a batch's rows into the domain problems every
+//! door hands the solver, and [`SolutionsBuilder`] writes their results into a table of
+//! solutions.
 
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::games::GameKind;
+
+mod input;
+mod output;
+
+pub use input::{id_column, problems, ColumnError};
+pub use output::SolutionsBuilder;
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";
@@ -157,6 +167,17 @@ pub fn input_type(kind: GameKind) -> DataType {
     }
 }
 
+/// The input types accepted for `kind`'s column, in words (for messages and docs).
+pub fn accepted_types(kind: GameKind) -> &'static str {
+    match kind {
+        GameKind::SumGame => "a string type (utf8, large_utf8, utf8_view, or a dictionary of them)",
+        GameKind::StoneGameIv => "an integer type (uint64)",
+        GameKind::StoneGameIx | GameKind::NimSquare => {
+            "a list of integers (list, large_list or fixed_size_list of uint64)"
+        }
+    }
+}
+
 /// The canonical schema of a table of `games` problems: `id` (utf8 here, though any type
 /// is echoed), then each game's input column, all nullable.
 ///
@@ -188,6 +209,11 @@ const ANSWER_COLUMNS: [(&str, DataType); 5] = [
     (NIM_VALUE, DataType::UInt32),
 ];
 
+/// True when some game of `games` fills the answer column `name`.
+fn fills(games: Games, name: &str) -> bool {
+    games.kinds().iter().any(|&kind| answer_columns(kind).contains(&name))
+}
+
 /// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
 /// they have one), `alice_wins`, the answer columns `games` fill, then the error columns;
 /// every column nullable.
@@ -195,11 +221,10 @@ pub fn output_schema(games: Games, id: Option<&Field>) -> Schema {
     let mut fields: Vec<Field> =
         id.map(|id| Field::new(ID, id.data_type().clone(), true)).into_iter().collect();
     fields.push(Field::new(ALICE_WINS, DataType::Boolean, true));
-    let used = |name: &str| games.kinds().iter().any(|&kind| answer_columns(kind).contains(&name));
     fields.extend(
         ANSWER_COLUMNS
             .iter()
-            .filter(|(name, _)| used(name))
+            .filter(|(name, _)| fills(games, name))
             .map(|(name, ty)| Field::new(*name, ty.clone(), true)),
     );
     fields.push(Field::new(ERROR_REASON, DataType::Utf8, true));

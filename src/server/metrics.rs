@@ -311,8 +311,9 @@ pub(super) fn method_of(path: &str) -> MethodLabels {
     *known_methods().get(path).unwrap_or(&UNKNOWN_METHOD)
 }
 
-/// The RPCs this server knows, by path, from the descriptor sets of its services; built
-/// once a process (the names are leaked once, to be `'static` labels).
+/// The RPCs this server knows, by path, from the descriptor sets of its services and
+/// Flight's list of methods; built once a process (the names are leaked once, to be
+/// `'static` labels).
 fn known_methods() -> &'static HashMap<String, MethodLabels> {
     static KNOWN: OnceLock<HashMap<String, MethodLabels>> = OnceLock::new();
     KNOWN.get_or_init(|| {
@@ -337,6 +338,11 @@ fn known_methods() -> &'static HashMap<String, MethodLabels> {
                     }
                 }
             }
+        }
+        // Flight's methods by name: arrow-flight ships no descriptor set.
+        let flight = crate::service::flight::SERVICE_NAME;
+        for method in crate::service::flight::METHODS {
+            known.insert(format!("/{flight}/{method}"), MethodLabels { service: flight, method });
         }
         known
     })

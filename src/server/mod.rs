@@ -1,7 +1,7 @@
-//! The whole gRPC server as one type: the solver service, health, reflection, limits,
-//! TLS, metrics, connection ageing, the Connect protocol's HTTP/JSON calls for curl (off
-//! with `--no-connect`), gRPC-Web for browsers (behind `--grpc-web`) and the Stone Game
-//! IV table's lifecycle.
+//! The whole gRPC server as one type: the solver service and its Arrow Flight door,
+//! health, reflection, limits, TLS, metrics, connection ageing, the Connect protocol's
+//! HTTP/JSON calls for curl (off with `--no-connect`), gRPC-Web for browsers (behind
+//! `--grpc-web`) and the Stone Game IV table's lifecycle.
 //!
 //! [`Server::bind`] does everything that can fail (TLS files, the table file, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until
@@ -25,8 +25,9 @@ use crate::iv_table_file::IvTableFileError;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::connect::{ConnectLayer, JsonRequests};
-use crate::service::GameSolverService;
+use crate::service::{FlightSolverService, GameSolverService};
 use crate::solver::Solver;
+use arrow_flight::flight_service_server::FlightServiceServer;
 use metrics::Metrics as ServerMetrics;
 use tables::TableLifecycle;
 
@@ -184,6 +185,9 @@ impl Server {
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
         let health = Self::health().await;
+        // One solver behind both doors: the same tables, pool and problem counts.
+        let solver = Solver::new(tables, config.solver.clone()).with_observer(Arc::new(metrics.clone()));
+        let solver = Arc::new(solver);
         // Outermost first. With --grpc-web, CORS answers a browser's preflight before
         // anything else (it is no call: neither counted nor limited) and adds its grant to
         // every answer, refusals included, so that the page can read their status; then
@@ -210,7 +214,8 @@ impl Server {
             .add_service(health.1)
             .add_service(Self::reflection().build_v1()?)
             .add_service(Self::reflection().build_v1alpha()?)
-            .add_service(Self::solver_service(&config, tables, &metrics));
+            .add_service(Self::solver_service(&config, Arc::clone(&solver)))
+            .add_service(Self::flight_service(&config, solver));
 
         if let Some(listener) = metrics_listener {
             let limits = config.observability.endpoint_limits(config.limits.grouping());
@@ -261,16 +266,14 @@ impl Server {
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     }
 
-    /// The solver service, reporting to the metrics, with the message and compression
-    /// settings, and the Connect door's JSON decoding in front.
+    /// The solver service, with the message and compression settings, and the Connect
+    /// door's JSON decoding in front.
     fn solver_service(
         config: &ServerConfig,
-        tables: Arc<Tables>,
-        metrics: &ServerMetrics,
+        solver: Arc<Solver>,
     ) -> JsonRequests<GameSolverServiceServer<GameSolverService>> {
-        let solver = Solver::new(tables, config.solver.clone()).with_observer(Arc::new(metrics.clone()));
         let max = config.limits.max_message_bytes;
-        let service = GameSolverServiceServer::new(GameSolverService::new(Arc::new(solver)))
+        let service = GameSolverServiceServer::new(GameSolverService::new(solver))
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
             .accept_compressed(CompressionEncoding::Gzip)
@@ -282,6 +285,26 @@ impl Server {
             false => service,
         };
         JsonRequests::new(service, max)
+    }
+
+    /// The Arrow Flight door over the same solver, with the same message and compression
+    /// settings.
+    fn flight_service(
+        config: &ServerConfig,
+        solver: Arc<Solver>,
+    ) -> FlightServiceServer<FlightSolverService> {
+        let max = config.limits.max_message_bytes;
+        let service = FlightServiceServer::new(FlightSolverService::new(solver, max))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Zstd);
+        match config.http2.compress_responses {
+            true => {
+                service.send_compressed(CompressionEncoding::Zstd).send_compressed(CompressionEncoding::Gzip)
+            }
+            false => service,
+        }
     }
 
     /// CORS for browsers, with `--grpc-web`: the listed origins may make gRPC-Web calls

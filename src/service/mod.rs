@@ -6,6 +6,8 @@
 //! - [`connect`]: the Connect protocol's unary calls (HTTP/JSON, for curl), translated to
 //!   and from the gRPC calls they stand for, so that they reach [`grpc`] through the same
 //!   layers.
+//! - [`flight`]: Arrow Flight's `DoExchange`, tables of problems in and of solutions out,
+//!   in the columns of [`crate::columnar`].
 //! - `stream`: what every streaming door shares: answers in request order, a bounded
 //!   read-ahead, the idle timeout.
 //!
@@ -13,8 +15,10 @@
 //! server's layers around every door, and the solving is the fan-out's.
 
 pub mod connect;
+pub mod flight;
 pub mod grpc;
 pub(crate) mod stream;
 
+pub use flight::FlightSolverService;
 pub use grpc::GameSolverService;
 pub(crate) use stream::stream_idle_status;

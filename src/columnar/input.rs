@@ -1,0 +1,585 @@
+//! A table of problems, read: one [`Problem`] a row from a [`RecordBatch`]'s game columns.
+//!
+//! The columns are checked once a batch (present, of an accepted type, named once); a
+//! batch that fails that check has no problems at all ([`ColumnError`]). Each row is then
+//! read on its own: a null input, a null in a list, a negative integer or (in `mixed`) a
+//! row with no game or several is that row's [`ProblemError`], and the other rows are
+//! answered. Sliced arrays are read through their offsets; nothing is copied but the
+//! inputs the solver takes ownership of.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, LargeStringArray, RecordBatch, StringArray, StringViewArray,
+};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, FieldRef};
+
+use super::{accepted_types, Games, ID};
+use crate::convert::ProblemError;
+use crate::games::{Game, GameKind};
+use crate::solver::Problem;
+
+/// Why a batch's columns cannot be read as problems at all; the exchange fails with
+/// `INVALID_ARGUMENT` and this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnError {
+    /// A one-game batch without its game's input column.
+    #[error("no column {column:?}: a {game} batch holds its problems there", game = game.label())]
+    Missing {
+        /// The game the descriptor names.
+        game: GameKind,
+        /// The column it needs.
+        column: &'static str,
+    },
+    /// A `mixed` batch without any game's input column.
+    #[error("no game column: a mixed batch needs at least one of {}", GameKind::ALL.map(GameKind::input).join(", "))]
+    NoGameColumn,
+    /// A game column of a type this server does not read.
+    #[error("column {column:?} is {found}; expected {expected}")]
+    WrongType {
+        /// The column's name.
+        column: &'static str,
+        /// Its type.
+        found: DataType,
+        /// What is accepted, in words.
+        expected: &'static str,
+    },
+    /// A column the server reads appears more than once.
+    #[error("column {column:?} appears {count} times; keep one")]
+    Duplicate {
+        /// The column's name.
+        column: &'static str,
+        /// How often it appears.
+        count: usize,
+    },
+}
+
+/// The problems of `batch`, one a row in order, read from the input columns that `games`
+/// names (other columns are ignored).
+pub fn problems(batch: &RecordBatch, games: Games) -> Result<Vec<Problem>, ColumnError> {
+    let rows = 0..batch.num_rows();
+    match games {
+        Games::One(game) => {
+            let input =
+                Input::find(batch, game)?.ok_or(ColumnError::Missing { game, column: game.input() })?;
+            Ok(rows.map(|row| input.problem(row)).collect())
+        }
+        Games::Mixed => {
+            let mut inputs = Vec::with_capacity(GameKind::ALL.len());
+            for game in GameKind::ALL {
+                inputs.extend(Input::find(batch, game)?);
+            }
+            if inputs.is_empty() {
+                return Err(ColumnError::NoGameColumn);
+            }
+            Ok(rows.map(|row| mixed_problem(&inputs, row)).collect())
+        }
+    }
+}
+
+/// The batch's `id` column and its field, if it has one; any type is echoed back.
+pub fn id_column(batch: &RecordBatch) -> Result<Option<(FieldRef, ArrayRef)>, ColumnError> {
+    Ok(column(batch, ID)?.map(|index| (batch.schema().fields()[index].clone(), batch.column(index).clone())))
+}
+
+/// The index of the one column named `name`, if any.
+fn column(batch: &RecordBatch, name: &'static str) -> Result<Option<usize>, ColumnError> {
+    let schema = batch.schema_ref();
+    let mut found = schema.fields().iter().enumerate().filter(|(_, field)| field.name() == name);
+    let first = found.next().map(|(index, _)| index);
+    match found.count() {
+        0 => Ok(first),
+        more => Err(ColumnError::Duplicate { column: name, count: more + 1 }),
+    }
+}
+
+/// The row's problem in a `mixed` batch: the one game whose input is not null.
+fn mixed_problem(inputs: &[Input<'_>], row: usize) -> Problem {
+    let mut set = inputs.iter().filter(|input| !input.is_null(row));
+    match (set.next(), set.next()) {
+        (None, _) => Err(ProblemError::MissingGame),
+        (Some(input), None) => input.problem(row),
+        (Some(_), Some(_)) => {
+            let games = inputs.iter().filter(|input| !input.is_null(row)).map(Input::game).collect();
+            Err(ProblemError::SeveralGames { games })
+        }
+    }
+}
+
+/// One game's input column, its type checked.
+enum Input<'a> {
+    /// Sum Game's `num`.
+    Strings(Strings<'a>),
+    /// Stone Game IV's `n`.
+    Integers(Integers<'a>),
+    /// Stone Game IX's `stones` or Nim Square's `piles`.
+    Lists(GameKind, Lists<'a>),
+}
+
+impl<'a> Input<'a> {
+    /// The input column of `game` in `batch`, if there is one.
+    fn find(batch: &'a RecordBatch, game: GameKind) -> Result<Option<Input<'a>>, ColumnError> {
+        let Some(index) = column(batch, game.input())? else { return Ok(None) };
+        let array = batch.column(index).as_ref();
+        let input = match game {
+            GameKind::SumGame => Strings::of(array).map(Input::Strings),
+            GameKind::StoneGameIv => Integers::of(array).map(Input::Integers),
+            GameKind::StoneGameIx | GameKind::NimSquare => {
+                Lists::of(array).map(|lists| Input::Lists(game, lists))
+            }
+        };
+        let wrong_type = || ColumnError::WrongType {
+            column: game.input(),
+            found: array.data_type().clone(),
+            expected: accepted_types(game),
+        };
+        input.map(Some).ok_or_else(wrong_type)
+    }
+
+    fn game(&self) -> GameKind {
+        match self {
+            Input::Strings(_) => GameKind::SumGame,
+            Input::Integers(_) => GameKind::StoneGameIv,
+            Input::Lists(game, _) => *game,
+        }
+    }
+
+    fn is_null(&self, row: usize) -> bool {
+        match self {
+            Input::Strings(strings) => strings.get(row).is_none(),
+            Input::Integers(integers) => integers.is_null(row),
+            Input::Lists(_, lists) => lists.nulls.is_some_and(|nulls| nulls.is_null(row)),
+        }
+    }
+
+    /// The problem in `row`, or why it has none.
+    fn problem(&self, row: usize) -> Problem {
+        let game = self.game();
+        let null = || ProblemError::NullInput { game, index: None };
+        match self {
+            Input::Strings(strings) => {
+                strings.get(row).map(|num| Game::SumGame(num.to_owned())).ok_or_else(null)
+            }
+            Input::Integers(integers) => match integers.is_null(row) {
+                true => Err(null()),
+                false => integers
+                    .values
+                    .get(row)
+                    .map(Game::StoneGameIv)
+                    .map_err(|value| ProblemError::NegativeValue { game, value, index: None }),
+            },
+            Input::Lists(game, lists) => {
+                if lists.nulls.is_some_and(|nulls| nulls.is_null(row)) {
+                    return Err(null());
+                }
+                let values = lists.values(*game, row)?;
+                Ok(match game {
+                    GameKind::NimSquare => Game::NimSquare(values),
+                    _ => Game::StoneGameIx(values),
+                })
+            }
+        }
+    }
+}
+
+/// A string column: utf8, large_utf8, utf8_view, or a dictionary of one of them.
+struct Strings<'a> {
+    /// A dictionary's keys: indices into `values`.
+    keys: Option<Integers<'a>>,
+    values: StringValues<'a>,
+}
+
+/// The string arrays a `num` column may hold.
+enum StringValues<'a> {
+    Utf8(&'a StringArray),
+    LargeUtf8(&'a LargeStringArray),
+    Utf8View(&'a StringViewArray),
+}
+
+impl<'a> StringValues<'a> {
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        Some(match array.data_type() {
+            DataType::Utf8 => StringValues::Utf8(array.as_string()),
+            DataType::LargeUtf8 => StringValues::LargeUtf8(array.as_string()),
+            DataType::Utf8View => StringValues::Utf8View(array.as_string_view()),
+            _ => return None,
+        })
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            StringValues::Utf8(array) => array.len(),
+            StringValues::LargeUtf8(array) => array.len(),
+            StringValues::Utf8View(array) => array.len(),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&'a str> {
+        match self {
+            StringValues::Utf8(array) => array.is_valid(index).then(|| array.value(index)),
+            StringValues::LargeUtf8(array) => array.is_valid(index).then(|| array.value(index)),
+            StringValues::Utf8View(array) => array.is_valid(index).then(|| array.value(index)),
+        }
+    }
+}
+
+impl<'a> Strings<'a> {
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        if let Some(dictionary) = array.as_any_dictionary_opt() {
+            let keys = Integers::of(dictionary.keys())?;
+            return Some(Strings {
+                keys: Some(keys),
+                values: StringValues::of(dictionary.values().as_ref())?,
+            });
+        }
+        Some(Strings { keys: None, values: StringValues::of(array)? })
+    }
+
+    /// The string in `row`; `None` when it is null.
+    fn get(&self, row: usize) -> Option<&'a str> {
+        match &self.keys {
+            None => self.values.get(row),
+            Some(keys) if keys.is_null(row) => None,
+            // A valid array's keys are within its values (its dictionary may be empty
+            // when every key is null).
+            Some(keys) => {
+                let key = usize::try_from(keys.values.get(row).ok()?).ok()?;
+                (key < self.values.len()).then(|| self.values.get(key))?
+            }
+        }
+    }
+}
+
+/// Integers of any width, as a slice of their native type.
+#[derive(Clone, Copy)]
+enum IntegerValues<'a> {
+    Int8(&'a [i8]),
+    Int16(&'a [i16]),
+    Int32(&'a [i32]),
+    Int64(&'a [i64]),
+    UInt8(&'a [u8]),
+    UInt16(&'a [u16]),
+    UInt32(&'a [u32]),
+    UInt64(&'a [u64]),
+}
+
+/// Calls `$f` on the slice inside an [`IntegerValues`], whatever its type.
+macro_rules! with_slice {
+    ($values:expr, $slice:ident => $f:expr) => {
+        match $values {
+            IntegerValues::Int8($slice) => $f,
+            IntegerValues::Int16($slice) => $f,
+            IntegerValues::Int32($slice) => $f,
+            IntegerValues::Int64($slice) => $f,
+            IntegerValues::UInt8($slice) => $f,
+            IntegerValues::UInt16($slice) => $f,
+            IntegerValues::UInt32($slice) => $f,
+            IntegerValues::UInt64($slice) => $f,
+        }
+    };
+}
+
+/// A value as a count: itself, or the negative value it is.
+#[inline]
+fn count<T: Into<i128>>(value: T) -> Result<u64, i64> {
+    let value = value.into();
+    // Every integer type fits i128, and a negative one fits i64.
+    u64::try_from(value).map_err(|_| value as i64)
+}
+
+impl<'a> IntegerValues<'a> {
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        Some(match array.data_type() {
+            DataType::Int8 => IntegerValues::Int8(array.as_primitive::<Int8Type>().values()),
+            DataType::Int16 => IntegerValues::Int16(array.as_primitive::<Int16Type>().values()),
+            DataType::Int32 => IntegerValues::Int32(array.as_primitive::<Int32Type>().values()),
+            DataType::Int64 => IntegerValues::Int64(array.as_primitive::<Int64Type>().values()),
+            DataType::UInt8 => IntegerValues::UInt8(array.as_primitive::<UInt8Type>().values()),
+            DataType::UInt16 => IntegerValues::UInt16(array.as_primitive::<UInt16Type>().values()),
+            DataType::UInt32 => IntegerValues::UInt32(array.as_primitive::<UInt32Type>().values()),
+            DataType::UInt64 => IntegerValues::UInt64(array.as_primitive::<UInt64Type>().values()),
+            _ => return None,
+        })
+    }
+
+    /// The value at `index` as a count, or the negative value it is.
+    #[inline]
+    fn get(self, index: usize) -> Result<u64, i64> {
+        with_slice!(self, values => count(values[index]))
+    }
+
+    /// The values in `range` as counts, or the first negative one (its position in the
+    /// range and its value).
+    fn counts(self, range: std::ops::Range<usize>) -> Result<Vec<u64>, (usize, i64)> {
+        if let IntegerValues::UInt64(values) = self {
+            return Ok(values[range].to_vec());
+        }
+        with_slice!(self, values => values[range]
+            .iter()
+            .enumerate()
+            .map(|(i, &value)| count(value).map_err(|value| (i, value)))
+            .collect())
+    }
+}
+
+/// An integer column with its nulls.
+struct Integers<'a> {
+    nulls: Option<&'a NullBuffer>,
+    values: IntegerValues<'a>,
+}
+
+impl<'a> Integers<'a> {
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        Some(Integers { nulls: array.nulls(), values: IntegerValues::of(array)? })
+    }
+
+    fn is_null(&self, index: usize) -> bool {
+        self.nulls.is_some_and(|nulls| nulls.is_null(index))
+    }
+}
+
+/// Where each row's list lies in the values.
+enum Offsets<'a> {
+    List(&'a [i32]),
+    LargeList(&'a [i64]),
+    FixedSizeList(usize),
+}
+
+/// A list-of-integers column: list, large_list or fixed_size_list.
+struct Lists<'a> {
+    nulls: Option<&'a NullBuffer>,
+    offsets: Offsets<'a>,
+    values: Integers<'a>,
+}
+
+impl<'a> Lists<'a> {
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        let (offsets, values) = match array.data_type() {
+            DataType::List(_) => {
+                let list = array.as_list::<i32>();
+                (Offsets::List(list.value_offsets()), list.values())
+            }
+            DataType::LargeList(_) => {
+                let list = array.as_list::<i64>();
+                (Offsets::LargeList(list.value_offsets()), list.values())
+            }
+            DataType::FixedSizeList(_, size) => {
+                let list: &FixedSizeListArray = array.as_fixed_size_list();
+                (Offsets::FixedSizeList(usize::try_from(*size).ok()?), list.values())
+            }
+            _ => return None,
+        };
+        Some(Lists { nulls: array.nulls(), offsets, values: Integers::of(values.as_ref())? })
+    }
+
+    /// The values of the list in `row` (not null) as counts, or the row's error.
+    fn values(&self, game: GameKind, row: usize) -> Result<Vec<u64>, ProblemError> {
+        // Offsets a valid array holds are never negative.
+        let range = match self.offsets {
+            Offsets::List(offsets) => offsets[row] as usize..offsets[row + 1] as usize,
+            Offsets::LargeList(offsets) => offsets[row] as usize..offsets[row + 1] as usize,
+            Offsets::FixedSizeList(size) => row * size..(row + 1) * size,
+        };
+        if let Some(nulls) = self.values.nulls.filter(|nulls| nulls.null_count() > 0) {
+            // The first null or negative value, whichever comes first, is the row's error.
+            for (index, i) in range.clone().enumerate() {
+                let index = Some(index as u64);
+                if nulls.is_null(i) {
+                    return Err(ProblemError::NullInput { game, index });
+                }
+                if let Err(value) = self.values.values.get(i) {
+                    return Err(ProblemError::NegativeValue { game, value, index });
+                }
+            }
+        }
+        self.values.values.counts(range).map_err(|(index, value)| ProblemError::NegativeValue {
+            game,
+            value,
+            index: Some(index as u64),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{ListBuilder, StringDictionaryBuilder, UInt64Builder};
+    use arrow_array::types::Int16Type;
+    use arrow_array::{
+        FixedSizeListArray, Int32Array, Int64Array, Int8Array, LargeListArray, ListArray, UInt32Array,
+        UInt64Array,
+    };
+    use arrow_schema::Field;
+
+    use super::*;
+
+    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    fn read(columns: Vec<(&str, ArrayRef)>, games: Games) -> Result<Vec<Problem>, ColumnError> {
+        problems(&batch(columns), games)
+    }
+
+    const IV: Games = Games::One(GameKind::StoneGameIv);
+    const IX: Games = Games::One(GameKind::StoneGameIx);
+
+    #[test]
+    fn every_string_type_reads_the_same_sum_games() {
+        let values = [Some("25??"), None, Some("?")];
+        let expected = vec![
+            Ok(Game::SumGame("25??".into())),
+            Err(ProblemError::NullInput { game: GameKind::SumGame, index: None }),
+            Ok(Game::SumGame("?".into())),
+        ];
+        let mut dictionary = StringDictionaryBuilder::<Int16Type>::new();
+        dictionary.extend(values);
+        let columns: [ArrayRef; 4] = [
+            Arc::new(StringArray::from(values.to_vec())),
+            Arc::new(LargeStringArray::from(values.to_vec())),
+            Arc::new(StringViewArray::from(values.to_vec())),
+            Arc::new(dictionary.finish()),
+        ];
+        let mut nulls = StringDictionaryBuilder::<Int16Type>::new();
+        nulls.append_nulls(2);
+        let null = Err(ProblemError::NullInput { game: GameKind::SumGame, index: None });
+        assert_eq!(
+            read(vec![("num", Arc::new(nulls.finish()))], Games::One(GameKind::SumGame)).unwrap(),
+            [null.clone(), null]
+        );
+        for column in columns {
+            let games = Games::One(GameKind::SumGame);
+            assert_eq!(
+                read(vec![("num", column.clone())], games).unwrap(),
+                expected,
+                "{}",
+                column.data_type()
+            );
+            let sliced = column.slice(1, 2);
+            assert_eq!(read(vec![("num", sliced)], games).unwrap(), expected[1..], "{}", column.data_type());
+        }
+    }
+
+    #[test]
+    fn every_integer_type_reads_a_pile_and_a_negative_one_is_that_rows_error() {
+        let expected = vec![
+            Ok(Game::StoneGameIv(7)),
+            Err(ProblemError::NullInput { game: GameKind::StoneGameIv, index: None }),
+            Err(ProblemError::NegativeValue { game: GameKind::StoneGameIv, value: -3, index: None }),
+        ];
+        let columns: [ArrayRef; 3] = [
+            Arc::new(Int8Array::from(vec![Some(7), None, Some(-3)])),
+            Arc::new(Int32Array::from(vec![Some(7), None, Some(-3)])),
+            Arc::new(Int64Array::from(vec![Some(7), None, Some(-3)])),
+        ];
+        for column in columns {
+            assert_eq!(read(vec![("n", column)], IV).unwrap(), expected);
+        }
+        let unsigned: ArrayRef = Arc::new(UInt64Array::from(vec![Some(1), Some(u64::MAX), None]));
+        assert_eq!(
+            read(vec![("n", unsigned.slice(1, 1))], IV).unwrap(),
+            vec![Ok(Game::StoneGameIv(u64::MAX))]
+        );
+        let small: ArrayRef = Arc::new(UInt32Array::from(vec![4]));
+        assert_eq!(read(vec![("n", small)], IV).unwrap(), vec![Ok(Game::StoneGameIv(4))]);
+    }
+
+    #[test]
+    fn every_list_type_reads_stones_and_sliced_lists_read_their_own_rows() {
+        let rows = vec![
+            Some(vec![Some(1i64), Some(2)]),
+            None,
+            Some(vec![Some(3), Some(-4)]),
+            Some(vec![None, Some(-1)]),
+        ];
+        let expected = vec![
+            Ok(Game::StoneGameIx(vec![1, 2])),
+            Err(ProblemError::NullInput { game: GameKind::StoneGameIx, index: None }),
+            Err(ProblemError::NegativeValue { game: GameKind::StoneGameIx, value: -4, index: Some(1) }),
+            Err(ProblemError::NullInput { game: GameKind::StoneGameIx, index: Some(0) }),
+        ];
+        let list = ListArray::from_iter_primitive::<Int64Type, _, _>(rows.clone());
+        let large = LargeListArray::from_iter_primitive::<Int64Type, _, _>(rows.clone());
+        let fixed = FixedSizeListArray::from_iter_primitive::<Int64Type, _, _>(rows, 2);
+        for column in [Arc::new(list) as ArrayRef, Arc::new(large), Arc::new(fixed)] {
+            assert_eq!(
+                read(vec![("stones", column.clone())], IX).unwrap(),
+                expected,
+                "{}",
+                column.data_type()
+            );
+            let sliced = column.slice(2, 2);
+            assert_eq!(read(vec![("stones", sliced)], IX).unwrap(), expected[2..], "{}", column.data_type());
+        }
+        let mut piles = ListBuilder::new(UInt64Builder::new());
+        piles.append_value([Some(u64::MAX), Some(0)]);
+        let piles: ArrayRef = Arc::new(piles.finish());
+        let games = Games::One(GameKind::NimSquare);
+        assert_eq!(
+            read(vec![("piles", piles)], games).unwrap(),
+            vec![Ok(Game::NimSquare(vec![u64::MAX, 0]))]
+        );
+    }
+
+    #[test]
+    fn a_mixed_row_is_the_game_that_is_set() {
+        let num: ArrayRef = Arc::new(StringArray::from(vec![Some("11"), None, None, Some("?")]));
+        let n: ArrayRef = Arc::new(UInt64Array::from(vec![None, Some(5), None, Some(4)]));
+        let problems = read(vec![("id", n.clone()), ("num", num), ("n", n)], Games::Mixed).unwrap();
+        assert_eq!(
+            problems,
+            vec![
+                Ok(Game::SumGame("11".into())),
+                Ok(Game::StoneGameIv(5)),
+                Err(ProblemError::MissingGame),
+                Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_without_its_column_or_of_a_wrong_type_is_refused_whole() {
+        let text: ArrayRef = Arc::new(StringArray::from(vec!["5"]));
+        let message = |columns, games| read(columns, games).unwrap_err().to_string();
+        assert_eq!(
+            message(vec![("n", text.clone())], IV),
+            r#"column "n" is Utf8; expected an integer type (uint64)"#
+        );
+        assert_eq!(
+            message(vec![("num", text.clone())], IV),
+            r#"no column "n": a stone_game_iv batch holds its problems there"#
+        );
+        assert_eq!(
+            message(vec![("id", text.clone())], Games::Mixed),
+            "no game column: a mixed batch needs at least one of num, stones, n, piles"
+        );
+        assert_eq!(
+            message(vec![("stones", text.clone())], Games::Mixed),
+            r#"column "stones" is Utf8; expected a list of integers (list, large_list or fixed_size_list of uint64)"#
+        );
+        let n: ArrayRef = Arc::new(UInt64Array::from(vec![5]));
+        assert_eq!(message(vec![("n", n.clone()), ("n", n)], IV), r#"column "n" appears 2 times; keep one"#);
+        let floats: ArrayRef =
+            Arc::new(ListArray::from_iter_primitive::<arrow_array::types::Float64Type, _, _>(vec![Some(
+                vec![Some(1.0)],
+            )]));
+        assert_eq!(
+            message(vec![("stones", floats)], IX),
+            r#"column "stones" is List(Float64); expected a list of integers (list, large_list or fixed_size_list of uint64)"#
+        );
+    }
+
+    #[test]
+    fn the_id_column_is_found_whatever_its_type() {
+        let ids: ArrayRef = Arc::new(Int64Array::from(vec![9]));
+        let n: ArrayRef = Arc::new(UInt64Array::from(vec![5]));
+        let with = batch(vec![("n", n.clone()), ("id", ids.clone())]);
+        let (field, array) = id_column(&with).unwrap().unwrap();
+        assert_eq!((field.as_ref(), &array), (&Field::new("id", DataType::Int64, false), &ids));
+        assert!(id_column(&batch(vec![("n", n)])).unwrap().is_none());
+    }
+}

@@ -1,0 +1,351 @@
+//! The Arrow Flight door: record batches in, [`Solver`] in the middle, record batches out.
+//!
+//! `DoExchange` is the columnar twin of `SolveBatchStream`: the client streams batches of
+//! problems (the first message carries the descriptor, `[game]` or `["mixed"]`, optionally
+//! followed by `winner_only`), and each batch is answered by exactly one batch of
+//! solutions of the same length, rows in the same order, through the same read-ahead
+//! bound, window and idle timeout (`service::stream`) and the same fan-out. The columns
+//! and types are [`columnar`]'s. `ListFlights`, `GetFlightInfo` and `GetSchema` describe
+//! them; every other Flight method is `UNIMPLEMENTED`.
+//!
+//! A batch whose columns cannot be read (no game column, a wrong type) ends the exchange
+//! with `INVALID_ARGUMENT`; a row that cannot be solved is answered with its error in
+//! `error_reason` and `error_message`, and the others are solved. A new schema in mid-stream
+//! is accepted: every batch is read on its own, and when the answers' schema changes (the
+//! `id` column's type changed, or it came or went) a schema message comes before the next
+//! answer.
+
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::RecordBatch;
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_descriptor::DescriptorType;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
+    HandshakeResponse, IpcMessage, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
+};
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::stream::{solve_in_order, ResponseStream, StreamBudget};
+use crate::columnar::{self, Descriptor, DescriptorError, Games, SolutionsBuilder};
+use crate::convert::ProblemError;
+use crate::solver::Solver;
+
+/// The Flight service's name, as reflection and the metrics know it.
+pub const SERVICE_NAME: &str =
+    <FlightServiceServer<FlightSolverService> as tonic::server::NamedService>::NAME;
+
+/// Every method of the Flight protocol, served or not: the metrics label each by name.
+pub const METHODS: [&str; 10] = [
+    "Handshake",
+    "ListFlights",
+    "GetFlightInfo",
+    "PollFlightInfo",
+    "GetSchema",
+    "DoGet",
+    "DoPut",
+    "DoExchange",
+    "DoAction",
+    "ListActions",
+];
+
+/// The Flight service; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct FlightSolverService {
+    solver: Arc<Solver>,
+    /// The largest message the server sends (`--max-message-bytes`).
+    max_message_bytes: usize,
+}
+
+impl FlightSolverService {
+    /// A service over `solver` that sends no message above `max_message_bytes`.
+    pub fn new(solver: Arc<Solver>, max_message_bytes: usize) -> Self {
+        FlightSolverService { solver, max_message_bytes }
+    }
+}
+
+/// The status of a call whose method this server does not serve.
+fn not_served(method: &str) -> Status {
+    Status::unimplemented(format!(
+        "{method} is not served: this Flight service solves tables through DoExchange, with a \
+         descriptor path [game] or [game, \"winner_only\"] (game: one of {}); ListFlights, \
+         GetFlightInfo and GetSchema describe their columns",
+        Games::ALL.map(Games::name).join(", ")
+    ))
+}
+
+/// The descriptor a Flight request names, as this server reads it: a path.
+fn descriptor(descriptor: Option<&FlightDescriptor>) -> Result<Descriptor, Status> {
+    let invalid = |message: String| Status::invalid_argument(message);
+    let descriptor = descriptor
+        .ok_or_else(|| invalid(format!("no descriptor in the request: {}", DescriptorError::NoGame)))?;
+    if descriptor.r#type() == DescriptorType::Cmd {
+        return Err(invalid(format!("the descriptor is a command, not a path: {}", DescriptorError::NoGame)));
+    }
+    Descriptor::parse(&descriptor.path).map_err(|err| invalid(err.to_string()))
+}
+
+/// The `id` field the discovery RPCs show: utf8, though any type is echoed.
+fn shown_id() -> Field {
+    Field::new(columnar::ID, DataType::Utf8, true)
+}
+
+/// A schema in the IPC form of `FlightInfo.schema`.
+fn ipc_schema(schema: &Schema) -> Result<bytes::Bytes, Status> {
+    let options = IpcWriteOptions::default();
+    IpcMessage::try_from(SchemaAsIpc::new(schema, &options)).map(|message| message.0).map_err(internal)
+}
+
+/// What `descriptor` exchanges: the input schema as the info's schema, the output schema
+/// (in the same IPC form) as its `app_metadata`, and no endpoint (nothing is fetched with
+/// DoGet).
+fn flight_info(descriptor: Descriptor) -> Result<FlightInfo, Status> {
+    let output = columnar::output_schema(descriptor.games, Some(&shown_id()));
+    Ok(FlightInfo::new()
+        .try_with_schema(&columnar::input_schema(descriptor.games))
+        .map_err(internal)?
+        .with_descriptor(FlightDescriptor::new_path(descriptor.path()))
+        .with_ordered(true)
+        .with_app_metadata(ipc_schema(&output)?))
+}
+
+fn internal(err: impl std::fmt::Display) -> Status {
+    Status::internal(err.to_string())
+}
+
+/// The status of a request stream that failed: the transport's own status, or a message
+/// that is not valid Flight data.
+fn decode_status(err: FlightError) -> Status {
+    match err {
+        FlightError::Tonic(status) => *status,
+        other => Status::invalid_argument(format!("cannot read the exchange's data: {other}")),
+    }
+}
+
+/// The record batches of an exchange, each with the descriptor of its first message.
+///
+/// A message without an IPC header (pyarrow sends the descriptor alone first, and
+/// metadata-only messages later) carries no data and is not decoded.
+fn batches(
+    requests: Streaming<FlightData>,
+) -> impl Stream<Item = Result<(Descriptor, RecordBatch), Status>> + Send + 'static {
+    let named = Arc::new(OnceLock::new());
+    let naming = Arc::clone(&named);
+    let data = requests
+        .map_err(FlightError::from)
+        .and_then(move |data| {
+            let parsed = match naming.get() {
+                Some(_) => Ok(data),
+                None => descriptor(data.flight_descriptor.as_ref())
+                    .map(|descriptor| {
+                        let _ = naming.set(descriptor);
+                        data
+                    })
+                    .map_err(FlightError::from),
+            };
+            futures::future::ready(parsed)
+        })
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()));
+    FlightDataDecoder::new(data).map_err(decode_status).try_filter_map(move |data| {
+        let batch = match data.payload {
+            DecodedPayload::RecordBatch(batch) => named.get().map(|named| (*named, batch)),
+            DecodedPayload::Schema(_) | DecodedPayload::None => None,
+        };
+        futures::future::ready(Ok(batch))
+    })
+}
+
+/// The memory a batch holds while it is solved, as the read-ahead counts it: its Arrow
+/// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
+/// problems).
+fn weight(batch: &RecordBatch) -> usize {
+    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<crate::solver::Problem>()
+}
+
+/// Solves one batch of problems into its batch of solutions.
+async fn solve_batch(
+    solver: &Solver,
+    descriptor: Descriptor,
+    batch: RecordBatch,
+) -> Result<RecordBatch, Status> {
+    let invalid = |err: columnar::ColumnError| Status::invalid_argument(err.to_string());
+    let id = columnar::id_column(&batch).map_err(invalid)?;
+    let problems = columnar::problems(&batch, descriptor.games).map_err(invalid)?;
+    drop(batch);
+    let rows = problems.len();
+    let problems = problems.into_iter().map(|problem| ((), problem)).collect();
+    let results = solver
+        .solve_batch(problems, descriptor.winner_only, |(), result| result)
+        .await
+        .map_err(|err| Status::from(ProblemError::from(err)))?;
+    let mut solutions = SolutionsBuilder::new(descriptor.games, rows);
+    for result in &results {
+        solutions.append(result);
+    }
+    solutions.finish(id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)))).map_err(internal)
+}
+
+/// Turns answer batches into Flight messages, one record batch message an answer: a
+/// schema message first and whenever the schema changes, then any dictionaries.
+struct AnswerEncoder {
+    generator: IpcDataGenerator,
+    dictionaries: DictionaryTracker,
+    options: IpcWriteOptions,
+    context: IpcWriteContext,
+    schema: Option<SchemaRef>,
+    max_message_bytes: usize,
+}
+
+impl AnswerEncoder {
+    fn new(max_message_bytes: usize) -> Self {
+        AnswerEncoder {
+            generator: IpcDataGenerator::default(),
+            dictionaries: DictionaryTracker::new(false),
+            options: IpcWriteOptions::default(),
+            context: IpcWriteContext::default(),
+            schema: None,
+            max_message_bytes,
+        }
+    }
+
+    /// The messages that carry `batch`, never splitting it: one batch answers one batch.
+    fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<FlightData>, Status> {
+        let mut messages = Vec::with_capacity(2);
+        if self.schema.as_deref() != Some(batch.schema_ref().as_ref()) {
+            self.dictionaries.clear();
+            let schema = self.generator.schema_to_bytes_with_dictionary_tracker(
+                batch.schema_ref(),
+                &mut self.dictionaries,
+                &self.options,
+            );
+            messages.push(FlightData::from(schema));
+            self.schema = Some(batch.schema());
+        }
+        let (dictionaries, data) = self
+            .generator
+            .encode(batch, &mut self.dictionaries, &self.options, &mut self.context)
+            .map_err(|err: ArrowError| internal(format!("cannot encode the answer: {err}")))?;
+        messages.extend(dictionaries.into_iter().map(FlightData::from));
+        messages.push(FlightData::from(data));
+        // Checked here rather than by tonic's encoder, whose OUT_OF_RANGE says less.
+        if let Some(large) =
+            messages.iter().map(Message::encoded_len).find(|&len| len > self.max_message_bytes)
+        {
+            return Err(Status::resource_exhausted(format!(
+                "the answer to a batch of {} rows is {large} bytes, above the limit of {} bytes: send smaller batches",
+                batch.num_rows(),
+                self.max_message_bytes
+            )));
+        }
+        Ok(messages)
+    }
+}
+
+#[tonic::async_trait]
+impl FlightService for FlightSolverService {
+    type HandshakeStream = ResponseStream<HandshakeResponse>;
+
+    async fn handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(not_served("Handshake"))
+    }
+
+    type ListFlightsStream = ResponseStream<FlightInfo>;
+
+    async fn list_flights(
+        &self,
+        _request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let infos: Vec<_> = Games::ALL
+            .into_iter()
+            .map(|games| flight_info(Descriptor { games, winner_only: false }))
+            .collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(infos))))
+    }
+
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Ok(Response::new(flight_info(descriptor(Some(request.get_ref()))?)?))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(not_served("PollFlightInfo"))
+    }
+
+    async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+        let descriptor = descriptor(Some(request.get_ref()))?;
+        let schema = ipc_schema(&columnar::input_schema(descriptor.games))?;
+        Ok(Response::new(SchemaResult { schema }))
+    }
+
+    type DoGetStream = ResponseStream<FlightData>;
+
+    async fn do_get(&self, _request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        Err(not_served("DoGet"))
+    }
+
+    type DoPutStream = ResponseStream<PutResult>;
+
+    async fn do_put(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        Err(not_served("DoPut"))
+    }
+
+    type DoExchangeStream = ResponseStream<FlightData>;
+
+    async fn do_exchange(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        tracing::debug!(remote = ?request.remote_addr(), "DoExchange opened");
+        let solver = Arc::clone(&self.solver);
+        let config = solver.config();
+        let budget = StreamBudget::new(config.batch_window, config.stream_in_flight_bytes);
+        let idle = config.stream_idle_timeout.0;
+        let requests = batches(request.into_inner());
+        let weigh = |(_, batch): &(Descriptor, RecordBatch)| weight(batch);
+        let answers = solve_in_order(requests, budget, idle, weigh, move |(descriptor, batch)| {
+            let solver = Arc::clone(&solver);
+            async move { solve_batch(&solver, descriptor, batch).await }
+        });
+        let mut encoder = AnswerEncoder::new(self.max_message_bytes);
+        let messages =
+            answers.map(move |answer| answer.and_then(|batch| encoder.encode(&batch))).flat_map(|messages| {
+                match messages {
+                    Ok(messages) => futures::stream::iter(messages.into_iter().map(Ok)).left_stream(),
+                    Err(status) => futures::stream::once(futures::future::ready(Err(status))).right_stream(),
+                }
+            });
+        Ok(Response::new(Box::pin(messages)))
+    }
+
+    type DoActionStream = ResponseStream<arrow_flight::Result>;
+
+    async fn do_action(&self, _request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        Err(not_served("DoAction"))
+    }
+
+    type ListActionsStream = ResponseStream<ActionType>;
+
+    async fn list_actions(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        Ok(Response::new(Box::pin(futures::stream::empty())))
+    }
+}
