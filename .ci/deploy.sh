@@ -372,14 +372,15 @@ check_config() {
     local out status=0
     out=$(check_config_run "$user" "$mounts" "$env" "$args") || status=$?
     [[ $status == 0 && $out == *"config ok"* ]] || fail "$name: --check-config exited $status: $out"
-    # A bad value, and a table whose directory is not mounted, are refused.
+    # A bad value, a table whose directory is not mounted, and one on the read-only root,
+    # are refused.
     local broken
-    for broken in GAMESOLVER_SHUTDOWN_TIMEOUT=-1 GAMESOLVER_IV_TABLE=/nonexistent/iv.table; do
+    for broken in GAMESOLVER_SHUTDOWN_TIMEOUT=-1 GAMESOLVER_IV_TABLE=/nonexistent/iv.table GAMESOLVER_IV_TABLE=/iv.table; do
         status=0
         out=$(check_config_run "$user" "$mounts" "$env" "$args" "$broken") || status=$?
         [[ $status == 2 ]] || fail "$name: --check-config with $broken exited $status, not 2: $out"
     done
-    log "$name: --check-config accepts the configuration and refuses two broken ones"
+    log "$name: --check-config accepts the configuration and refuses three broken ones"
 }
 
 # Runs --check-config on a configuration, with EXTRA (NAME=VALUE) added to ENV, and

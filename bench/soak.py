@@ -398,6 +398,37 @@ def probe_parallel_inflation(server, encoding):
     check(server.hwm() - before < 400 * MIB, "peak stays near the request-byte budget")
 
 
+def probe_small_stones(server):
+    print("4 Stone Game IX requests of 66 million stones below 128 (66 MB each, 528 MB decoded), in parallel",
+          flush=True)
+    before = server.rss()
+    message = field(1, field(1, b"ix") + field(3, field(1, b"\x01" * 66_000_000)))
+    results = []
+
+    def call():
+        c = H2(server)
+        sid = c.open_call("Solve")
+        c.send(sid, grpc_frame(message))
+        results.append(c.wait_statuses([sid], 120)[sid])
+        c.sock.close()
+
+    callers = [threading.Thread(target=call) for _ in range(4)]
+    for t in callers:
+        t.start()
+    time.sleep(0.2)
+    bystander = health(server)
+    for t in callers:
+        t.join()
+    refused = sum(1 for r in results
+                  if r.get("grpc-status") == "8" and "request message decodes to" in r.get("grpc-message", ""))
+    check(refused == 4, f"{refused} of 4 refused RESOURCE_EXHAUSTED before decoding, for what they decode to: "
+                        f"{sorted({r.get('grpc-message') for r in results})}")
+    check(bystander is not None, f"a bystander's health check took {bystander and round(bystander, 3)} s")
+    time.sleep(3)
+    report("small stones", server, before)
+    check(server.hwm() - before < 256 * MIB, "peak stays within the request-byte budget (256 MiB)")
+
+
 def probe_rapid_reset(server):
     print(f"rapid reset: streams opened and reset at once, {RAPID_RESET_SECONDS} s", flush=True)
     lines = server.log_text().count("\n")
@@ -513,6 +544,7 @@ def main():
         probe_gzip_bomb(server)
         probe_parallel_inflation(server, "gzip")
         probe_parallel_inflation(server, "zstd")
+        probe_small_stones(server)
         probe_rapid_reset(server)
         mixed_load(server)
         time.sleep(2)

@@ -51,6 +51,7 @@ trap stop_all EXIT
 declare -a grpc_port metrics_port replica_pid
 for i in 0 1 2; do
   "$bin/gamesolver-server" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --iv-precompute 0 \
+    --peer-header x-real-ip --trusted-proxy 127.0.0.1 \
     >"$work/replica$i.out" 2>"$work/replica$i.log" &
   replica_pid[$i]=$!
   pids+=("$!")

@@ -1,7 +1,8 @@
-//! The service's gRPC codec: prost's, except that batches of problems (the bulk of all
-//! traffic) and of solutions are read by a decoder written for their few fields, and
-//! written (solutions by the server, problems by the bulk client) by an encoder that
-//! writes exactly prost's bytes.
+//! The service's gRPC codec: prost's, except that problems (alone or in batches: the bulk
+//! of all traffic) and batches of solutions are read by a decoder written for their few
+//! fields, and written (solutions by the server, problems by the bulk client) by an
+//! encoder that writes exactly prost's bytes. `decoded_request_bytes` says what a
+//! request decodes to without decoding it, for the request budget.
 //!
 //! prost's generated decoder goes through a generic dispatch for every field and grows
 //! each Stone Game IX `stones` vector from empty; this one walks the bytes once and sizes
@@ -165,9 +166,22 @@ pub trait FastDecode: Message + Default {
     }
 }
 
-impl FastDecode for pb::SolveRequest {}
+impl FastDecode for pb::SolveRequest {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        let (problem, winner_only) = one_problem(bytes)?;
+        Some(pb::SolveRequest { problem, winner_only })
+    }
+}
+
 impl FastDecode for pb::SolveResponse {}
-impl FastDecode for pb::SolveStreamRequest {}
+
+impl FastDecode for pb::SolveStreamRequest {
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        let (problem, winner_only) = one_problem(bytes)?;
+        Some(pb::SolveStreamRequest { problem, winner_only })
+    }
+}
+
 impl FastDecode for pb::SolveStreamResponse {}
 
 impl FastDecode for pb::SolveBatchRequest {
@@ -409,6 +423,16 @@ fn problems(bytes: &[u8]) -> Option<(Vec<pb::Problem>, bool)> {
     Some((problems, winner_only))
 }
 
+/// `SolveRequest` and `SolveStreamRequest`: `Problem problem = 1; bool winner_only = 2;`.
+fn one_problem(bytes: &[u8]) -> Option<(Option<pb::Problem>, bool)> {
+    let (mut problems, winner_only) = problems(bytes)?;
+    // prost merges a message given twice into the first: left to it.
+    if problems.len() > 1 {
+        return None;
+    }
+    Some((problems.pop(), winner_only))
+}
+
 /// `SolveBatchResponse` and `SolveBatchStreamResponse`: `repeated Solution solutions = 1;`.
 fn solutions(bytes: &[u8]) -> Option<Vec<pb::Solution>> {
     let mut solutions = Vec::with_capacity(count_messages(bytes)?);
@@ -620,6 +644,219 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// What a solver request (each of the four carries its problems in field 1) holds once
+/// decoded, in bytes: what [`crate::convert::problem_bytes`] counts for each problem (its
+/// struct, its id, a Sum Game's characters, 8 bytes a stone or pile), read from the wire
+/// without decoding. The vectors count twice in a message the fast decoder leaves to
+/// prost, which grows them by doubling (for a request of `one_problem`, a second problem
+/// too: prost merges it into the first); the walk stops where prost would stop.
+pub(crate) fn decoded_request_bytes(message: &[u8], one_problem: bool) -> usize {
+    let mut size = DecodedSize { usual: true, ..DecodedSize::default() };
+    let mut fields = WireFields(message);
+    let mut problems = 0;
+    loop {
+        match fields.next() {
+            Ok(None) => break,
+            Ok(Some(field)) => {
+                size.usual &= field.short_key;
+                match (field.number, field.value) {
+                    (1, WireValue::Len(problem)) => {
+                        problems += 1;
+                        size.vectors += std::mem::size_of::<pb::Problem>();
+                        if !size.problem(problem) {
+                            break;
+                        }
+                    }
+                    (2, WireValue::Varint) => {}
+                    _ => size.usual = false,
+                }
+            }
+            Err(_) => {
+                size.usual = false;
+                break;
+            }
+        }
+    }
+    if one_problem && problems > 1 {
+        size.usual = false;
+    }
+    let slack = if size.usual { 0 } else { size.vectors };
+    size.strings + size.vectors + slack
+}
+
+/// What [`decoded_request_bytes`] adds up.
+#[derive(Debug, Default)]
+struct DecodedSize {
+    /// Ids and Sum Games: prost allocates them exactly.
+    strings: usize,
+    /// The problems' structs, stones and piles: prost grows these.
+    vectors: usize,
+    /// Whether the fast decoder takes the message, which sizes the vectors exactly.
+    usual: bool,
+}
+
+impl DecodedSize {
+    /// Adds a `Problem`'s input; false where prost would stop.
+    fn problem(&mut self, bytes: &[u8]) -> bool {
+        let mut fields = WireFields(bytes);
+        let mut games = 0;
+        loop {
+            let field = match fields.next() {
+                Ok(Some(field)) => field,
+                Ok(None) => break,
+                Err(_) => return false,
+            };
+            self.usual &= field.short_key;
+            let WireValue::Len(value) = field.value else {
+                self.usual = false;
+                continue;
+            };
+            games += usize::from(field.number != 1);
+            let complete = match field.number {
+                1 => {
+                    self.strings += value.len();
+                    true
+                }
+                2 => self.game(value, |size, field| match field {
+                    WireValue::Len(num) => size.strings += num.len(),
+                    _ => size.usual = false,
+                }),
+                3 | 5 => self.game(value, |size, field| match field {
+                    // One varint ends at each byte below 0x80.
+                    WireValue::Len(packed) => {
+                        size.vectors += 8 * packed.iter().filter(|&&byte| byte < 0x80).count();
+                    }
+                    _ => {
+                        size.vectors += 8;
+                        size.usual = false;
+                    }
+                }),
+                4 => self.game(value, |_, _| {}),
+                _ => {
+                    self.usual = false;
+                    true
+                }
+            };
+            if !complete {
+                return false;
+            }
+        }
+        // The fast decoder takes a game once; prost merges a second into the first.
+        self.usual &= games <= 1;
+        true
+    }
+
+    /// Adds a game message's field 1 with `add`; the fast decoder takes that field alone,
+    /// once. False where prost would stop.
+    fn game(&mut self, bytes: &[u8], add: impl Fn(&mut Self, WireValue<'_>)) -> bool {
+        let mut fields = WireFields(bytes);
+        let mut count = 0;
+        loop {
+            match fields.next() {
+                Ok(Some(field)) => {
+                    count += 1;
+                    self.usual &= field.short_key && field.number == 1;
+                    if field.number == 1 {
+                        add(self, field.value);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return false,
+            }
+        }
+        self.usual &= count <= 1;
+        true
+    }
+}
+
+/// A field of any message, as prost reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WireField<'a> {
+    /// The field's number.
+    pub(crate) number: u64,
+    /// Its value.
+    pub(crate) value: WireValue<'a>,
+    /// Whether its key took one byte, as every key this codec's decoder takes does.
+    pub(crate) short_key: bool,
+}
+
+/// A field's value: the bytes of a length-delimited one, the kind of any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WireValue<'a> {
+    /// A varint.
+    Varint,
+    /// 8 or 4 bytes.
+    Fixed,
+    /// Length-delimited: a string, bytes, a message or packed scalars.
+    Len(&'a [u8]),
+}
+
+/// Why a walk over a message's fields stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WireError {
+    /// Bytes prost refuses too.
+    Malformed(&'static str),
+    /// A group, which prost skips and this walk does not follow.
+    Group,
+}
+
+/// The fields of any message, front to back: keys of any length and every wire type but
+/// groups, as prost reads them.
+pub(crate) struct WireFields<'a>(pub(crate) &'a [u8]);
+
+impl<'a> WireFields<'a> {
+    /// The next field; `None` at the end.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Result<Option<WireField<'a>>, WireError> {
+        if self.0.is_empty() {
+            return Ok(None);
+        }
+        let before = self.0.len();
+        let key = self.varint()?;
+        let short_key = before - self.0.len() == 1;
+        let number = key >> 3;
+        if number == 0 || key > u64::from(u32::MAX) {
+            return Err(WireError::Malformed("invalid field key"));
+        }
+        let value = match key & 7 {
+            0 => self.varint().map(|_| WireValue::Varint)?,
+            1 => self.skip(8).map(|()| WireValue::Fixed)?,
+            2 => {
+                let len =
+                    usize::try_from(self.varint()?).map_err(|_| WireError::Malformed("length overflow"))?;
+                let value = self.0.get(..len).ok_or(WireError::Malformed("a field runs past the end"))?;
+                self.0 = &self.0[len..];
+                WireValue::Len(value)
+            }
+            5 => self.skip(4).map(|()| WireValue::Fixed)?,
+            3 | 4 => return Err(WireError::Group),
+            _ => return Err(WireError::Malformed("invalid wire type")),
+        };
+        Ok(Some(WireField { number, value, short_key }))
+    }
+
+    /// A varint as prost reads it: at most 10 bytes, the tenth 0 or 1.
+    #[inline]
+    fn varint(&mut self) -> Result<u64, WireError> {
+        // Keys, lengths and flags: almost every varint of a batch is one byte.
+        if let Some((&byte, rest)) = self.0.split_first() {
+            if byte < 0x80 {
+                self.0 = rest;
+                return Ok(u64::from(byte));
+            }
+        }
+        let mut fields = Fields(self.0);
+        let value = fields.varint().ok_or(WireError::Malformed("invalid varint"))?;
+        self.0 = fields.0;
+        Ok(value)
+    }
+
+    fn skip(&mut self, len: usize) -> Result<(), WireError> {
+        self.0 = self.0.get(len..).ok_or(WireError::Malformed("a field runs past the end"))?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,6 +924,52 @@ mod tests {
         fast
     }
 
+    /// `bytes` as each request, decoded both ways; what prost decodes holds at most what
+    /// [`decoded_request_bytes`] says, and exactly that when the fast decoder takes it.
+    fn check_requests(bytes: &[u8]) {
+        let counted =
+            |problems: &[pb::Problem]| problems.iter().map(crate::convert::problem_bytes).sum::<usize>();
+        let fast = check::<pb::SolveBatchStreamRequest>(bytes);
+        if let Ok(decoded) = pb::SolveBatchStreamRequest::decode(bytes) {
+            let counted = counted(&decoded.problems);
+            match fast {
+                Some(_) => assert_eq!(decoded_request_bytes(bytes, false), counted),
+                None => assert!(decoded_request_bytes(bytes, false) >= counted),
+            }
+        }
+        let fast = check::<pb::SolveRequest>(bytes);
+        check::<pb::SolveStreamRequest>(bytes);
+        if let Ok(decoded) = pb::SolveRequest::decode(bytes) {
+            let counted = counted(decoded.problem.as_slice());
+            match fast {
+                Some(_) => assert_eq!(decoded_request_bytes(bytes, true), counted),
+                None => assert!(decoded_request_bytes(bytes, true) >= counted),
+            }
+        }
+    }
+
+    #[test]
+    fn a_stone_or_a_pile_is_charged_8_bytes_decoded_whatever_its_wire_size() {
+        let problem = |game| pb::Problem { id: "s".into(), game: Some(game) };
+        let base = std::mem::size_of::<pb::Problem>() + 1;
+        for stones in [vec![1; 1000], vec![u64::MAX; 1000]] {
+            let ix = problem(G::StoneGameIx(pb::StoneGameIx { stones: stones.clone() }));
+            let nim = problem(G::NimSquare(pb::NimSquare { piles: stones }));
+            for problem in [ix, nim] {
+                let bytes = pb::SolveRequest { problem: Some(problem), winner_only: false }.encode_to_vec();
+                assert_eq!(decoded_request_bytes(&bytes, true), base + 8000);
+                // Two problems in a one-problem request: prost merges them, growing the
+                // vectors by doubling, which count twice.
+                let twice = [bytes.clone(), bytes].concat();
+                assert_eq!(decoded_request_bytes(&twice, true), 2 + 2 * 2 * (base - 1 + 8000));
+                assert_eq!(decoded_request_bytes(&twice, false), 2 * (base + 8000));
+            }
+        }
+        // Unpacked stones, which prost takes and grows: twice.
+        let unpacked = [LEN_1, 9, LEN_1, 1, b's', LEN_3, 4, VARINT_1, 7, VARINT_1, 9];
+        assert_eq!(decoded_request_bytes(&unpacked, false), 1 + 2 * (base - 1 + 16));
+    }
+
     proptest! {
         #[test]
         fn requests_prost_writes_decode_fast_and_alike(
@@ -696,8 +979,18 @@ mod tests {
             let request = pb::SolveBatchStreamRequest { problems: problems.clone(), winner_only };
             let bytes = request.encode_to_vec();
             prop_assert_eq!(check::<pb::SolveBatchStreamRequest>(&bytes), Some(request));
-            let request = pb::SolveBatchRequest { problems, winner_only };
+            let request = pb::SolveBatchRequest { problems: problems.clone(), winner_only };
             prop_assert_eq!(check::<pb::SolveBatchRequest>(&bytes), Some(request));
+            // What they decode to, read from the wire: what a stream's admission counts.
+            let counted: usize = problems.iter().map(crate::convert::problem_bytes).sum();
+            prop_assert_eq!(decoded_request_bytes(&bytes, false), counted);
+            let problem = problems.into_iter().next();
+            let request = pb::SolveRequest { problem: problem.clone(), winner_only };
+            let bytes = request.encode_to_vec();
+            prop_assert_eq!(check::<pb::SolveRequest>(&bytes), Some(request));
+            let request = pb::SolveStreamRequest { problem: problem.clone(), winner_only };
+            prop_assert_eq!(check::<pb::SolveStreamRequest>(&bytes), Some(request));
+            prop_assert_eq!(decoded_request_bytes(&bytes, true), problem.as_ref().map_or(0, crate::convert::problem_bytes));
         }
 
         #[test]
@@ -723,17 +1016,17 @@ mod tests {
                     let at = at.index(bytes.len());
                     bytes[at] = *byte;
                 }
-                check::<pb::SolveBatchStreamRequest>(&bytes);
+                check_requests(&bytes);
                 check::<pb::SolveBatchStreamResponse>(&bytes);
                 let cut = &bytes[..cut.index(bytes.len())];
-                check::<pb::SolveBatchStreamRequest>(cut);
+                check_requests(cut);
                 check::<pb::SolveBatchStreamResponse>(cut);
             }
         }
 
         #[test]
         fn any_bytes_decode_as_prost_decodes_them(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            check::<pb::SolveBatchStreamRequest>(&bytes);
+            check_requests(&bytes);
             check::<pb::SolveBatchStreamResponse>(&bytes);
         }
     }

@@ -7,7 +7,6 @@
 //! values fail [`check_grundy_values`], is recomputed; a file with another magic is
 //! someone else's and refused.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +14,7 @@ use parking_lot::Mutex;
 
 use crate::games::nim_square::{check_grundy_values, InvalidGrundyTable};
 use crate::games::GrundyTable;
-use crate::iv_table_file::{directory_exists, remove_stale_temporaries, write_atomically};
+use crate::table_file;
 
 const MAGIC: [u8; 8] = *b"GSNIMGRU";
 const VERSION: u32 = 1;
@@ -45,7 +44,37 @@ pub enum GrundyTableFileError {
         /// The file.
         path: PathBuf,
     },
-    /// Truncated, padded, of another version, or failing its checksum.
+    /// Nothing can be created in the file's directory (read-only, or not the server's),
+    /// so the table could never be saved.
+    #[error("{path}: cannot create a file in its directory, so the table could never be saved: {source}")]
+    NotWritable {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The path is a symbolic link: whatever it points to is not the server's to read
+    /// or to replace.
+    #[error("{path}: a symbolic link; refusing to follow it")]
+    Link {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A table of a version this build does not read, or with a reserved word set:
+    /// written by a newer build, so refused rather than overwritten.
+    #[error(
+        "{path}: table format version {version} (reserved word {reserved:#x}), which this build does not read \
+         (a newer build's?); refusing to overwrite it (remove it to recompute)"
+    )]
+    NewerFormat {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        version: u32,
+        /// The reserved word found.
+        reserved: u32,
+    },
+    /// Truncated, padded, or failing its checksum.
     #[error("{path}: {what}")]
     Damaged {
         /// The file.
@@ -92,7 +121,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<(u64, Vec<u16>), GrundyTableF
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     let reserved = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
     if (version, reserved) != (VERSION, 0) {
-        return Err(damaged(format!("unsupported version {version} (reserved word {reserved:#x})")));
+        return Err(GrundyTableFileError::NewerFormat { path: path.into(), version, reserved });
     }
     let covered = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
     let expected = covered.saturating_mul(2).saturating_add((HEADER_BYTES + CRC_BYTES) as u64);
@@ -141,18 +170,29 @@ impl GrundyTableStore {
     }
 
     /// Loads the file into `table` at start-up. Refuses a path whose directory does not
-    /// exist, a file that cannot be read and one that is not a Grundy table; a damaged
-    /// table is only reported, to be recomputed.
+    /// exist or takes no new file, a file that cannot be read, a symbolic link, one that is not a Grundy table
+    /// and one of a newer format; a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
-        remove_stale_temporaries(&self.path);
+        table_file::remove_stale_temporaries(&self.path);
+        let opened = self.load(table)?;
+        table_file::check_writable(&self.path)
+            .map_err(|source| GrundyTableFileError::NotWritable { path: self.path.clone(), source })?;
+        Ok(opened)
+    }
+
+    /// [`GrundyTableStore::open`]'s reading of the file.
+    fn load(&self, table: &GrundyTable) -> Result<GrundyOpened, GrundyTableFileError> {
         let io = |source| GrundyTableFileError::Io { path: self.path.clone(), source };
-        let bytes = match fs::read(&self.path) {
+        let bytes = match table_file::read(&self.path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                return match directory_exists(&self.path) {
+                return match table_file::directory_exists(&self.path) {
                     true => Ok(GrundyOpened::Missing),
                     false => Err(GrundyTableFileError::NoDirectory { path: self.path.clone() }),
                 };
+            }
+            Err(err) if table_file::is_link(&err, &self.path) => {
+                return Err(GrundyTableFileError::Link { path: self.path.clone() })
             }
             Err(err) => return Err(io(err)),
         };
@@ -168,7 +208,9 @@ impl GrundyTableStore {
                 *saved = covered;
                 Ok(GrundyOpened::Loaded(covered))
             }
-            Err(err @ GrundyTableFileError::BadMagic { .. }) => Err(err),
+            Err(err @ (GrundyTableFileError::BadMagic { .. } | GrundyTableFileError::NewerFormat { .. })) => {
+                Err(err)
+            }
             Err(err) => Ok(GrundyOpened::Untrusted(err)),
         }
     }
@@ -180,7 +222,7 @@ impl GrundyTableStore {
             return Ok(None);
         }
         let (covered, values) = table.snapshot();
-        write_atomically(&self.path, &encode(covered, &values))
+        table_file::write_atomically(&self.path, &encode(covered, &values))
             .map_err(|source| GrundyTableFileError::Io { path: self.path.clone(), source })?;
         *saved = covered;
         Ok(Some(covered))
@@ -200,6 +242,8 @@ impl GrundyTableStore {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
@@ -254,5 +298,35 @@ mod tests {
             GrundyTableStore::new(nowhere).open(&table),
             Err(GrundyTableFileError::NoDirectory { .. })
         ));
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_kept_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grundy.table");
+        let mut bytes = encode(3, &[0, 1, 0]);
+        bytes[8] = 2;
+        let content = bytes.len() - CRC_BYTES;
+        let crc = crc32fast::hash(&bytes[..content]);
+        bytes[content..].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&path, &bytes).unwrap();
+        let err = GrundyTableStore::new(&path).open(&GrundyTable::new(100)).unwrap_err();
+        assert!(matches!(err, GrundyTableFileError::NewerFormat { version: 2, reserved: 0, .. }), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_table_path_is_refused_even_to_a_good_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, target) = (dir.path().join("grundy.table"), dir.path().join("elsewhere.table"));
+        let grown = GrundyTable::new(1_000);
+        grown.extend_to(500).unwrap();
+        GrundyTableStore::new(&target).save_if_grown(&grown).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let table = GrundyTable::new(1_000);
+        let err = GrundyTableStore::new(&path).open(&table).unwrap_err();
+        assert_eq!(err.to_string(), format!("{}: a symbolic link; refusing to follow it", path.display()));
+        assert_eq!(table.covered(), 0);
     }
 }

@@ -3,8 +3,8 @@
 //! The file is the sorted list of P-positions with a header and a CRC-32. A file that
 //! is truncated, corrupt, of another format or whose list fails
 //! [`check_losing_list`] is rejected as a whole: the caller recomputes rather than
-//! answer from a table it cannot trust. Saving writes a temporary file beside the target
-//! and renames it over, so a crash mid-save leaves the old file or none, never half.
+//! answer from a table it cannot trust. A link at the table's path is refused, and a save
+//! is atomic and writes through no link (`table_file`).
 //! [`IvTableStore`] binds a file to the live table for the server: load once, save when
 //! the table has grown.
 //!
@@ -18,15 +18,14 @@
 //!
 //! and the CRC-32 of everything before it (u32).
 
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::games::stone_game_iv::{check_losing_list, InvalidLosingList};
 use crate::games::StoneGameIvTable;
+use crate::table_file;
 
 const MAGIC: [u8; 8] = *b"GSIVLOSE";
 /// The version written.
@@ -71,8 +70,28 @@ pub enum IvTableFileError {
         /// The file.
         path: PathBuf,
     },
-    /// A table file of a version this build does not read.
-    #[error("{path}: unsupported version {version}")]
+    /// Nothing can be created in the file's directory (read-only, or not the server's),
+    /// so the table could never be saved.
+    #[error("{path}: cannot create a file in its directory, so the table could never be saved: {source}")]
+    NotWritable {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The path is a symbolic link: whatever it points to is not the server's to read
+    /// or to replace.
+    #[error("{path}: a symbolic link; refusing to follow it")]
+    Link {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A table file of a version this build does not read: written by a newer build, so
+    /// refused rather than overwritten.
+    #[error(
+        "{path}: table format version {version}, which this build does not read (a newer build's?); \
+         refusing to overwrite it (remove it to recompute)"
+    )]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
@@ -80,8 +99,11 @@ pub enum IvTableFileError {
         version: u32,
     },
     /// The header's reserved word is not 0: written by a newer build that gave it a
-    /// meaning this one does not know.
-    #[error("{path}: reserved header word {flags:#x}, expected 0 (a newer format?)")]
+    /// meaning this one does not know, so refused rather than overwritten.
+    #[error(
+        "{path}: reserved header word {flags:#x}, expected 0 (a newer format?); \
+         refusing to overwrite it (remove it to recompute)"
+    )]
     UnsupportedFlags {
         /// The file.
         path: PathBuf,
@@ -124,16 +146,20 @@ pub enum IvTableFileError {
 }
 
 impl IvTableFile {
-    /// Reads and verifies `path`: magic, version, length, checksum, then the list.
+    /// Reads and verifies `path`: magic, version, length, checksum, then the list. A
+    /// symbolic link at `path` is refused, not followed.
     pub fn load(path: &Path) -> Result<Self, IvTableFileError> {
-        let bytes = fs::read(path).map_err(|source| IvTableFileError::Io { path: path.into(), source })?;
+        let bytes = table_file::read(path).map_err(|source| match table_file::is_link(&source, path) {
+            true => IvTableFileError::Link { path: path.into() },
+            false => IvTableFileError::Io { path: path.into(), source },
+        })?;
         Self::decode(&bytes, path)
     }
 
-    /// Writes the table to `path` atomically: a temporary file beside it, flushed to
-    /// disk, then renamed over it.
+    /// Writes the table to `path` atomically: a temporary file created exclusively beside
+    /// it, flushed to disk, then renamed over it.
     pub fn save(&self, path: &Path) -> Result<(), IvTableFileError> {
-        write_atomically(path, &self.encode())
+        table_file::write_atomically(path, &self.encode())
             .map_err(|source| IvTableFileError::Io { path: path.into(), source })
     }
 
@@ -211,62 +237,6 @@ impl IvTableFile {
         };
         check_losing_list(covered, &losing).map_err(|source| IvTableFileError::BadList { path, source })?;
         Ok(IvTableFile { covered, losing })
-    }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it, flushed to disk, then
-/// renamed over it, so that a crash mid-save leaves the old file or none, never half.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    // Unique per save, so that two saves in flight never write the same temporary.
-    static SAVES: AtomicU64 = AtomicU64::new(0);
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".tmp{}.{}", std::process::id(), SAVES.fetch_add(1, Ordering::Relaxed)));
-    let temporary = PathBuf::from(temporary);
-    let written = fs::File::create(&temporary).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()
-    });
-    let renamed = written.and_then(|()| fs::rename(&temporary, path));
-    if renamed.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    renamed
-}
-
-/// Removes the temporary files that saves of `path` by processes that died mid-save left
-/// beside it (`NAME.tmpPID.N`); those of this process are its own saves in flight.
-pub(crate) fn remove_stale_temporaries(path: &Path) {
-    let (Some(name), directory) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty()))
-    else {
-        return;
-    };
-    let prefix = format!("{}.tmp", name.to_string_lossy());
-    let own = format!("{prefix}{}.", std::process::id());
-    let Ok(entries) = fs::read_dir(directory.unwrap_or(Path::new("."))) else { return };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
-        let is_temporary = rest.split_once('.').is_some_and(|(pid, n)| {
-            !pid.is_empty() && !n.is_empty() && pid.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
-        });
-        if is_temporary && !file_name.starts_with(&own) {
-            match fs::remove_file(entry.path()) {
-                Ok(()) => {
-                    tracing::info!(file = %entry.path().display(), "removed a table save left by a process that died")
-                }
-                Err(err) => {
-                    tracing::warn!(file = %entry.path().display(), "cannot remove a stale table save: {err}")
-                }
-            }
-        }
-    }
-}
-
-/// Whether a save to `path` could ever succeed: its directory exists.
-pub(crate) fn directory_exists(path: &Path) -> bool {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.is_dir(),
-        _ => true,
     }
 }
 
@@ -375,24 +345,39 @@ pub enum Opened {
 
 impl IvTableStore {
     /// Loads the file into `table` at start-up. Refuses (so that the server does not
-    /// start) a path whose directory does not exist, a file that cannot be read, and a
-    /// file that is not a table at all (wrong magic: it is someone else's, and saving
-    /// would overwrite it); a damaged table is only reported, to be recomputed.
+    /// start) a path whose directory does not exist or takes no new file, a file that
+    /// cannot be read, a
+    /// symbolic link, a file that is not a table at all (wrong magic: it is someone
+    /// else's, and saving would overwrite it) and a table of a newer format (a newer
+    /// build's, as in a rollback); a damaged table is only reported, to be recomputed.
     pub fn open(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
-        remove_stale_temporaries(&self.path);
+        table_file::remove_stale_temporaries(&self.path);
+        let opened = self.load(table)?;
+        table_file::check_writable(&self.path)
+            .map_err(|source| IvTableFileError::NotWritable { path: self.path.clone(), source })?;
+        Ok(opened)
+    }
+
+    /// [`IvTableStore::open`]'s reading of the file.
+    fn load(&self, table: &StoneGameIvTable) -> Result<Opened, IvTableFileError> {
         match self.load_into(table) {
             Ok(covered) => Ok(Opened::Loaded(covered)),
             Err(IvTableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
-                match directory_exists(&path) {
+                match table_file::directory_exists(&path) {
                     true => Ok(Opened::Missing),
                     false => Err(IvTableFileError::NoDirectory { path }),
                 }
             }
-            Err(err @ (IvTableFileError::Io { .. } | IvTableFileError::BadMagic { .. })) => Err(err),
             Err(
-                err @ (IvTableFileError::UnsupportedVersion { .. }
-                | IvTableFileError::UnsupportedFlags { .. }
-                | IvTableFileError::BadLength { .. }
+                err @ (IvTableFileError::Io { .. }
+                | IvTableFileError::BadMagic { .. }
+                | IvTableFileError::Link { .. }
+                | IvTableFileError::NotWritable { .. }
+                | IvTableFileError::UnsupportedVersion { .. }
+                | IvTableFileError::UnsupportedFlags { .. }),
+            ) => Err(err),
+            Err(
+                err @ (IvTableFileError::BadLength { .. }
                 | IvTableFileError::BadChecksum { .. }
                 | IvTableFileError::BadEncoding { .. }
                 | IvTableFileError::BadList { .. }
@@ -415,6 +400,8 @@ impl IvTableStore {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
     use crate::games::stone_game_iv::losing_positions_below;
 
@@ -606,7 +593,7 @@ mod tests {
         bytes[content..].copy_from_slice(&crc.to_le_bytes());
         let err = decode(&bytes).unwrap_err();
         assert!(matches!(err, IvTableFileError::UnsupportedFlags { flags: 1, .. }), "{err}");
-        assert!(err.to_string().ends_with("reserved header word 0x1, expected 0 (a newer format?)"), "{err}");
+        assert!(err.to_string().contains("reserved header word 0x1, expected 0 (a newer format?)"), "{err}");
     }
 
     #[test]
@@ -661,6 +648,61 @@ mod tests {
         fs::write(&damaged, bytes).unwrap();
         assert!(matches!(open(damaged), Ok(Opened::Untrusted(IvTableFileError::BadChecksum { .. }))));
         assert_eq!(table.covered(), 0);
+    }
+
+    #[test]
+    fn a_directory_where_nothing_can_be_created_is_refused() {
+        // sysfs takes no new file, not even from root.
+        let path = Path::new("/sys/gamesolver-iv.table");
+        let err = IvTableStore::new(path).open(&StoneGameIvTable::new(1000)).unwrap_err();
+        assert!(matches!(err, IvTableFileError::NotWritable { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("/sys/gamesolver-iv.table: cannot create a file in its directory, so the table could never be saved: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_kept_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = StoneGameIvTable::new(10_000);
+        for (at, value) in [(8, 3u8), (12, 1)] {
+            // A valid checksum: written that way, not damaged.
+            let mut bytes = table_of(1000).encode();
+            bytes[at] = value;
+            let content = bytes.len() - CRC_BYTES;
+            let crc = crc32fast::hash(&bytes[..content]);
+            bytes[content..].copy_from_slice(&crc.to_le_bytes());
+            let path = dir.path().join(format!("newer-{at}.table"));
+            fs::write(&path, &bytes).unwrap();
+            let err = IvTableStore::new(&path).open(&table).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    IvTableFileError::UnsupportedVersion { version: 3, .. }
+                        | IvTableFileError::UnsupportedFlags { flags: 1, .. }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().ends_with("refusing to overwrite it (remove it to recompute)"), "{err}");
+            assert_eq!(fs::read(&path).unwrap(), bytes);
+        }
+        assert_eq!(table.covered(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_table_path_is_refused_even_to_a_good_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, target) = (dir.path().join("iv.table"), dir.path().join("elsewhere.table"));
+        table_of(1000).save(&target).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let table = StoneGameIvTable::new(10_000);
+        let err = IvTableStore::new(&path).open(&table).unwrap_err();
+        assert_eq!(err.to_string(), format!("{}: a symbolic link; refusing to follow it", path.display()));
+        assert_eq!(table.covered(), 0);
+        assert_eq!(IvTableFile::load(&target).unwrap(), table_of(1000));
     }
 
     fn table_of(covered: u64) -> IvTableFile {

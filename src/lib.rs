@@ -19,7 +19,7 @@
 //!   plumbing the streaming doors share.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
-//!   load.
+//!   load; `table_file`, what they share on disk (no link followed, exclusive temporaries).
 //! - [`seconds`]: durations as flags give them.
 //! - [`server`]: [`server::Server`] (`bind`, then `run`): the whole server: accept loop
 //!   and per-client connection bounds, TLS, call limits and the request budget, metrics, traces,
@@ -45,3 +45,4 @@ pub mod seconds;
 pub mod server;
 pub mod service;
 pub mod solver;
+pub(crate) mod table_file;

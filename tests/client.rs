@@ -6,23 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use common::{assert_all_correct, generate, ServerProcess};
+use common::{assert_all_correct, client, generate, path_str, ServerProcess, CLIENT};
 use gamesolver::pb;
 
 mod common;
-
-const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
-
-/// Runs the client to completion.
-fn client(args: &[&str]) -> (ExitStatus, String) {
-    let output =
-        Command::new(CLIENT).args(args).stdin(Stdio::null()).output().expect("run gamesolver-client");
-    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 #[test]
 fn a_generated_file_round_trips_through_the_embedded_server() {

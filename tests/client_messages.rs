@@ -208,7 +208,7 @@ fn help_says_what_the_client_is() {
     let help = text(&help.stdout);
     assert!(
         help.starts_with(
-            "Bulk client of gamesolver: solves JSON-lines problem files through gamesolver servers"
+            "Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV) through gamesolver servers"
         ),
         "{help}"
     );
@@ -238,7 +238,7 @@ fn completions_and_man_pages_are_generated() {
     let page = text(&page.stdout);
     assert!(page.contains(".TH gamesolver-client 1"), "{page}");
     assert!(
-        page.contains("gamesolver\\-client \\- Bulk client of gamesolver: solves JSON\\-lines problem files"),
+        page.contains("gamesolver\\-client \\- Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV)"),
         "{page}"
     );
 

@@ -218,3 +218,112 @@ async fn each_server_gets_as_many_calls_as_connections() {
     assert_eq!((one_calls.load(Ordering::SeqCst), two_calls.load(Ordering::SeqCst)), (3, 3));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
+
+/// Accepts `SolveBatchStream` calls and never answers them, not even with the response
+/// headers; its connections stay healthy (hyper answers the client's keepalive pings).
+struct Mute;
+
+#[tonic::async_trait]
+impl GameSolverService for Mute {
+    async fn solve(&self, _: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
+        std::future::pending().await
+    }
+
+    async fn solve_batch(
+        &self,
+        _: Request<pb::SolveBatchRequest>,
+    ) -> Result<Response<pb::SolveBatchResponse>, Status> {
+        std::future::pending().await
+    }
+
+    type SolveStreamStream = Answers<pb::SolveStreamResponse>;
+
+    async fn solve_stream(
+        &self,
+        _: Request<Streaming<pb::SolveStreamRequest>>,
+    ) -> Result<Response<Self::SolveStreamStream>, Status> {
+        std::future::pending().await
+    }
+
+    type SolveBatchStreamStream = Answers<pb::SolveBatchStreamResponse>;
+
+    async fn solve_batch_stream(
+        &self,
+        _: Request<Streaming<pb::SolveBatchStreamRequest>>,
+    ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
+        std::future::pending().await
+    }
+}
+
+/// Runs the client binary on `dir/in.jsonl` with `--retry-for 2` against `url`; returns
+/// its exit code and stderr. Only a guard against a hang bounds its time, far above the
+/// 2 s being tested.
+async fn client_retrying_for_2s(dir: &std::path::Path, url: &str) -> (Option<i32>, String) {
+    let input = dir.join("in.jsonl").display().to_string();
+    let output = dir.join("out.jsonl").display().to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gamesolver-client"))
+        .args(["solve", &input, "-o", &output, "--quiet", "--retry-for", "2", "--server", url])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if child.try_wait().unwrap().is_some() {
+            let output = child.wait_with_output().unwrap();
+            return (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the client still waits after 120 s, with --retry-for 2");
+}
+
+/// Exit 1 with the message of a server given up on for silence, and nothing written.
+fn assert_given_up_for_silence(url: &str, (code, stderr): (Option<i32>, String), dir: &std::path::Path) {
+    assert_eq!(code, Some(1), "{stderr}");
+    let prefix = format!("gamesolver-client: server {url} failed for ");
+    assert!(stderr.starts_with(&prefix), "{stderr}");
+    assert!(
+        stderr.ends_with(" without answering (last error: no answer for 2.0s with batches in flight)\n"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("out.jsonl")).unwrap(), "");
+}
+
+/// A server that takes the call and never opens it is given up on after `--retry-for`:
+/// the wait for the call's response headers is a wait for an answer like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_opens_the_call_is_given_up_on_after_retry_for() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 500, 17);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(GameSolverServiceServer::new(Mute))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    let ended = client_retrying_for_2s(dir.path(), &url).await;
+    assert_given_up_for_silence(&url, ended, dir.path());
+}
+
+/// A peer that accepts TCP connections and never says a word (no HTTP/2 settings, no
+/// answer to pings) is given up on after `--retry-for` too, not when keepalive notices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_speaks_is_given_up_on_after_retry_for() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 500, 18);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        // Bounded: a client retrying makes a few connections.
+        while held.len() < 64 {
+            let Ok((socket, _)) = listener.accept().await else { return };
+            held.push(socket);
+        }
+    });
+    let ended = client_retrying_for_2s(dir.path(), &url).await;
+    assert_given_up_for_silence(&url, ended, dir.path());
+}

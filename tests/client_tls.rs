@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{assert_all_correct, generate, ServerProcess, TestServer};
+use common::{assert_all_correct, generate, ServerProcess, TestServer, CLIENT};
 use gamesolver::server::{ServerConfig, TlsSettings};
 use production::{bare_tls_server, self_signed_ca_leaf, write_ca, write_leaf, Leaf, TestCa};
 use time::format_description::well_known::Rfc3339;
@@ -12,8 +12,6 @@ use time::OffsetDateTime;
 
 mod common;
 mod production;
-
-const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
 
 /// Serves the solver with TLS from `dir` (`server.pem`, `server.key`, and `ca.pem` as the
 /// client CA when `mutual`) on 127.0.0.1:0: the real server. Returns it and its https URL.
@@ -222,6 +220,33 @@ async fn mutual_tls_serves_only_a_client_with_a_certificate_from_its_ca() {
         let answered = std::fs::read_to_string(dir.join("out.jsonl")).unwrap_or_default();
         assert_eq!(answered, "", "{why}: no problem is answered");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_goes_through_flight_over_mutual_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    pki(dir);
+    generate(&dir.join("in.jsonl"), 2_000, 23);
+    let gen = Command::new(CLIENT)
+        .args(["gen", "--count", "2000", "--seed", "23", "-o"])
+        .arg(dir.join("in.parquet"))
+        .status()
+        .unwrap();
+    assert!(gen.success());
+    let (_server, url) = serve_tls(dir, true).await;
+    let mut flags = flag("--ca-cert", dir, "ca.pem").to_vec();
+    flags.extend(flag("--client-cert", dir, "client.pem"));
+    flags.extend(flag("--client-key", dir, "client.key"));
+    let (code, stderr) = solve(dir, &url, &flags).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    // The same problems as a Parquet table, written as JSON lines: the same lines.
+    flags.extend(["-o".to_owned(), dir.join("table.jsonl").to_str().unwrap().to_owned()]);
+    let mut command = Command::new(CLIENT);
+    command.arg("solve").arg(dir.join("in.parquet")).args(["--quiet", "--server", &url]).args(&flags);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(std::fs::read(dir.join("table.jsonl")).unwrap() == std::fs::read(dir.join("out.jsonl")).unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

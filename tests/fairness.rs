@@ -163,6 +163,69 @@ async fn silent_connections_hold_only_their_clients_share_and_close_under_pressu
     answered(&mut server.client_from([127, 0, 0, 5]).await, "a new bystander").await;
 }
 
+/// Opens a `SolveStream` call from `ip` for each of `names`, sending it as `x-real-ip`
+/// (none for `None`), and keeps the calls open. Returns the `grpc-status` of each call's
+/// response headers (`None`: admitted, and held open) and what keeps them open.
+async fn calls_naming(
+    server: &TestServer,
+    ip: [u8; 4],
+    names: &[Option<&str>],
+) -> (Vec<Option<String>>, Vec<Box<dyn Send>>) {
+    let tcp = connect_from(server, ip).await;
+    let (mut client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let (mut statuses, mut held): (Vec<_>, Vec<Box<dyn Send>>) = (Vec::new(), Vec::new());
+    for name in names {
+        let mut request = http::Request::post(format!(
+            "http://{}/gamesolver.v1.GameSolverService/SolveStream",
+            server.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+        if let Some(name) = name {
+            request = request.header("x-real-ip", *name);
+        }
+        let (response, body) = client.send_request(request.body(()).unwrap(), false).unwrap();
+        let response = tokio::time::timeout(PATIENCE, response).await.expect("response headers").unwrap();
+        statuses.push(response.headers().get("grpc-status").map(|s| s.to_str().unwrap().to_owned()));
+        held.push(Box::new((response, body)));
+    }
+    held.push(Box::new(client));
+    (statuses, held)
+}
+
+/// `--peer-header` is believed only on connections from a `--trusted-proxy`: from anyone
+/// else a client could name itself anyone, to take a share per call or use up another
+/// client's.
+#[tokio::test]
+async fn the_peer_header_is_believed_only_from_a_trusted_proxy() {
+    let config = limits(|limits| {
+        limits.max_calls_per_peer = Some(2);
+        limits.peer_header = Some(http::HeaderName::from_static("x-real-ip"));
+        limits.trusted_proxy = vec!["127.0.0.2/32".parse().unwrap()];
+    });
+    let server = TestServer::start(config).await;
+    let refused = Some("8".to_owned());
+
+    // A forged address per call, from an untrusted address: its own calls, its own cap.
+    let names = [Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")];
+    let (statuses, _forger) = calls_naming(&server, [127, 0, 0, 3], &names).await;
+    assert_eq!(statuses, [None, None, refused.clone()]);
+    // Naming a real client does not use up that client's share.
+    let names = [Some("127.0.0.4"), Some("127.0.0.4")];
+    let (statuses, _impostor) = calls_naming(&server, [127, 0, 0, 5], &names).await;
+    assert_eq!(statuses, [None, None]);
+    let (statuses, _victim) = calls_naming(&server, [127, 0, 0, 4], &[None, None]).await;
+    assert_eq!(statuses, [None, None]);
+
+    // From the proxy, each client it names has a share of its own.
+    let names = [Some("10.0.0.1"), Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.2"), Some("10.0.0.1")];
+    let (statuses, _proxied) = calls_naming(&server, [127, 0, 0, 2], &names).await;
+    assert_eq!(statuses, [None, None, None, None, refused]);
+    // A bystander is served meanwhile.
+    answered(&mut server.client_from([127, 0, 0, 6]).await, "bystander").await;
+}
+
 /// The status of a call ended to make room for a client within its fair share.
 const PREEMPTED: &str =
     "server overloaded: this call made way for a client under its fair share; retry later";

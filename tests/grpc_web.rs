@@ -337,3 +337,28 @@ async fn shutdown_closes_an_idle_http1_connection_at_once() {
     let done = tokio::time::timeout(PATIENCE, &mut server.task).await.expect("the server stopped in time");
     done.unwrap().unwrap();
 }
+
+/// A `grpc-web-text` body that is not base64 is the client's fault: `INVALID_ARGUMENT`,
+/// counted so, never as a server error (`INTERNAL` would fire the server-error alert).
+#[tokio::test]
+async fn grpc_web_text_that_is_not_base64_is_invalid_argument() {
+    let server = TestServer::start(grpc_web()).await;
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    let body = "AAAAAA!!not base64!!";
+    let request = format!(
+        "POST {SOLVE} HTTP/1.1\r\nHost: localhost\r\nOrigin: {ORIGIN}\r\n\
+         Content-Type: application/grpc-web-text\r\nX-Grpc-Web: 1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let response = read_response(&mut socket, &mut Vec::new()).await;
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.header("grpc-status"), Some("3"), "{response:?}");
+    let message = response.header("grpc-message").unwrap_or_default();
+    assert!(message.starts_with("malformed%20gRPC-Web%20request"), "{response:?}");
+    let calls = |code: &str| {
+        format!("gamesolver_calls_total{{service=\"gamesolver.v1.GameSolverService\",method=\"Solve\",code=\"{code}\"}}")
+    };
+    assert_eq!(settled(server.metrics_addr(), &calls("INVALID_ARGUMENT"), 1.0).await, Some(1.0));
+    assert_eq!(settled(server.metrics_addr(), &calls("INTERNAL"), 0.0).await, None);
+}

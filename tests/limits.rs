@@ -227,6 +227,44 @@ async fn a_compression_bomb_is_refused_and_the_budget_bounds_inflated_bytes() {
     assert!(solve(&mut client, sum("small", "25??")).await.is_ok());
 }
 
+/// A message takes the request memory it decodes to, not its bytes: a stone or a pile
+/// below 128 is one byte on the wire and 8 decoded. One whose decoded size is past what a
+/// client may hold (here the whole budget) is refused before it is decoded; one within
+/// it is answered.
+#[tokio::test]
+async fn a_message_is_charged_what_it_decodes_to_not_its_bytes() {
+    let config = limits(|limits| {
+        limits.max_request_bytes_in_flight = 16 << 20;
+        limits.max_message_bytes = 4 << 20;
+    });
+    let server = TestServer::start(config).await;
+    let mut client = server.client().await;
+    // 3 MB on the wire, 6 MB counted as bytes and a copy, 24 MB decoded.
+    let small = vec![1u64; 3_000_000];
+    let nim = |id: &str, piles: Vec<u64>| pb::Problem {
+        id: id.into(),
+        game: Some(pb::problem::Game::NimSquare(pb::NimSquare { piles })),
+    };
+    let refused = |decoded: usize| {
+        format!("request message decodes to {decoded} bytes, past the 16777216 bytes of request memory one client may hold")
+    };
+    let one = std::mem::size_of::<pb::Problem>() + "big".len() + 8 * 3_000_000;
+    for problem in [common::ix("big", &small), nim("big", small.clone())] {
+        let status = solve(&mut client, problem).await.unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert_eq!(status.message(), refused(one));
+    }
+    // The same stones in three problems of a batch.
+    let problems = (0..3).map(|i| common::ix(&format!("b{i}"), &small[..1_000_000])).collect();
+    let batch = pb::SolveBatchRequest { problems, winner_only: true };
+    let status = client.solve_batch(batch).await.unwrap_err();
+    assert_eq!(status.message(), refused(3 * (std::mem::size_of::<pb::Problem>() + 2 + 8_000_000)));
+    // A million stones, 9 MB with their bytes, fit; so does a bystander.
+    let answer = solve(&mut client, common::ix("fits", &small[..1_000_000])).await.unwrap();
+    assert_eq!(answer.id, "fits");
+    served(&server).await;
+}
+
 /// What the library logged, from the first test that asked for it.
 fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();

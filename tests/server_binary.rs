@@ -125,6 +125,35 @@ async fn sighup_reloads_the_certificates_and_a_bad_file_keeps_the_old_ones() {
     assert_eq!(server.wait_exit().await.code(), Some(0));
 }
 
+/// A SIGHUP never ends a server without TLS files: it says there is nothing to reload,
+/// the call in flight goes on, and new calls are answered.
+#[tokio::test]
+async fn sighup_without_tls_files_is_logged_and_ends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let (mut server, addr) = start_logging(&[], &log);
+    let mut client = GameSolverServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let (requests, stream) = tokio::sync::mpsc::channel(4);
+    let request = |n| pb::SolveStreamRequest { problem: Some(iv(n)), winner_only: false };
+    requests.send(request(2)).await.unwrap();
+    let mut answers =
+        client.solve_stream(tokio_stream::wrappers::ReceiverStream::new(stream)).await.unwrap().into_inner();
+    let answer = answers.message().await.unwrap().and_then(|a| a.solution).unwrap();
+    assert_eq!(answer.id, "2");
+
+    server.signal("HUP");
+    logged(&log, "SIGHUP: nothing to reload (no TLS files; flags and tables are read at start-up)", 1).await;
+    assert!(server.child.try_wait().unwrap().is_none(), "the server ended on SIGHUP");
+    requests.send(request(3)).await.unwrap();
+    let answer = answers.message().await.unwrap().and_then(|a| a.solution).unwrap();
+    assert_eq!((answer.id.as_str(), answer.winner), ("3", pb::Winner::Alice as i32));
+    drop(requests);
+    assert!(answers.message().await.unwrap().is_none());
+    assert_eq!(solve(&mut client, iv(2)).await.unwrap().winner, pb::Winner::Bob as i32);
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
 #[test]
 fn a_certificate_clients_would_refuse_stops_the_start_and_check_config() {
     let dir = tempfile::tempdir().unwrap();
@@ -211,6 +240,93 @@ fn a_file_that_is_not_a_table_is_refused_and_kept() {
     );
     assert_eq!(problems(&output.stderr), expected);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes, not a table\n");
+}
+
+/// A link at the table path is not followed, even to a good table: the start is refused
+/// and the file it points to is left alone.
+#[cfg(unix)]
+#[test]
+fn a_table_path_that_is_a_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, target) = (dir.path().join("iv.table"), dir.path().join("elsewhere.table"));
+    let table =
+        IvTableFile { covered: 1000, losing: gamesolver::games::stone_game_iv::losing_positions_below(1000) };
+    table.save(&target).unwrap();
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-precompute", "5000", "--iv-table", path.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A server that followed the link would serve on: a bounded wait, then a kill.
+    let exited = (0..300).find_map(|_| {
+        let status = server.try_wait().unwrap();
+        if status.is_none() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        status
+    });
+    let _ = server.kill();
+    let output = server.wait_with_output().unwrap();
+    assert_eq!(exited.and_then(|status| status.code()), Some(1), "the server started on a linked table");
+    let expected = format!(
+        "gamesolver-server: stone game iv table: {}: a symbolic link; refusing to follow it\n",
+        path.display()
+    );
+    assert_eq!(problems(&output.stderr), expected);
+    assert_eq!(IvTableFile::load(&target).unwrap(), table);
+}
+
+/// `--peer-header` without `--trusted-proxy` is refused at start-up, and by
+/// `--check-config`: believed from anyone, the header would let a client name itself
+/// anyone.
+#[test]
+fn a_peer_header_without_trusted_proxies_is_refused() {
+    let expected = "gamesolver-server: --peer-header x-real-ip needs --trusted-proxy CIDR, the addresses of the \
+                    proxies that set it: from any other address the header would let a client name itself anyone\n";
+    for (check, code) in [(false, 1), (true, 2)] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"));
+        command.args(["--listen", "127.0.0.1:0", "--peer-header", "x-real-ip"]);
+        if check {
+            command.arg("--check-config");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(code));
+        assert_eq!(problems(&output.stderr), expected);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--check-config", "--peer-header", "x-real-ip", "--trusted-proxy", "10.0.0.0/8,192.0.2.7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).as_ref()),
+        (Some(0), "config ok\n")
+    );
+}
+
+/// A table whose directory takes no new file could never be saved: `--check-config`
+/// says so (exit 2) rather than "config ok", for either table, and start-up refuses it.
+#[test]
+fn a_table_in_a_directory_that_takes_no_file_is_refused() {
+    // sysfs takes no new file, not even from root.
+    for (flag, game) in [("--iv-table", "stone game iv"), ("--grundy-table", "nim square")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+            .args(["--check-config", flag, "/sys/gamesolver.table"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!(
+            "gamesolver-server: {game} table: /sys/gamesolver.table: cannot create a file in its directory, so the table could never be saved: "
+        );
+        assert!(stderr.starts_with(&expected), "{stderr}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--iv-table", "/sys/gamesolver.table"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
 }
 
 /// The lines of `stderr` that are not INFO log lines (start-up facts such as the

@@ -1,5 +1,6 @@
-//! The codec against prost (`src/codec.rs`): whenever its fast decoder decodes a batch
-//! request or response, prost must decode the same bytes to the same message; when it
+//! The codec against prost (`src/codec.rs`): whenever its fast decoder decodes a request
+//! (of one problem or a batch) or a batch response, prost must decode the same bytes to
+//! the same message; when it
 //! gives way, prost decides. The same bytes are read as both messages, and whatever prost
 //! decodes must be encoded to prost's own bytes by the fast encoders.
 #![no_main]
@@ -27,6 +28,8 @@ fuzz_target!(|bytes: &[u8]| {
         let problems = pb::SolveBatchStreamRequest { problems: request.problems, winner_only: false };
         assert_eq!(out.as_ref(), problems.encode_to_vec().as_slice());
     }
+    check::<pb::SolveRequest>(bytes);
+    check::<pb::SolveStreamRequest>(bytes);
     if let Some(response) = check::<pb::SolveBatchStreamResponse>(bytes) {
         let mut out = Vec::new();
         assert!(response.encode_fast(&mut out));

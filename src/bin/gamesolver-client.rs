@@ -8,21 +8,23 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
 use gamesolver::client::{
-    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig, TlsFiles,
+    self, ClientError, ColumnMap, ConnectionError, EmbeddedServer, EmbeddedStarter, InputSource, Rename,
+    SolveConfig, TlsFiles,
 };
 use gamesolver::seconds::Seconds;
 use gamesolver::server::config::{GrundyTableConfig, IvTableConfig};
 use gamesolver::server::{Server, ServerConfig};
 use tonic::codec::CompressionEncoding;
 
-/// Bulk client of gamesolver: solves JSON-lines problem files through gamesolver servers
+/// Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV)
+/// through gamesolver servers
 ///
 /// Without --server it starts a server in its own process. Answers come out in input
-/// order, one line per problem, with nothing lost; `solve --resume` continues an
-/// interrupted run. Also writes random problem files (`gen`), shell completions and
-/// manual pages.
+/// order, one per problem, with nothing lost; `solve --resume` continues an interrupted
+/// run. Also writes random problem files (`gen`), shell completions and manual pages.
 #[derive(Debug, Parser)]
 #[command(name = "gamesolver-client", version)]
 struct Args {
@@ -32,7 +34,7 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Solves every line of INPUT; writes one solution line per input line, in order.
+    /// Solves every problem of INPUT; writes one solution per problem, in input order.
     Solve(SolveArgs),
     /// Writes a deterministic random problem file.
     Gen(GenArgs),
@@ -57,18 +59,34 @@ fn defaults() -> SolveConfig {
 
 #[derive(Debug, clap::Args)]
 struct SolveArgs {
-    /// Problem file, one JSON `Problem` per line (`-` for stdin; .gz and .zst read as such).
+    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
+    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
+    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
+    /// (num, stones, n, piles, and an optional id).
     input: String,
-    /// Output file (`-` or none: stdout).
+    /// Output file (`-` or none: stdout), in the format of its extension, or else the
+    /// input's. Parquet and Arrow are not written to a terminal.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The input's format, whatever its name says (JSON lines when its name has no known
+    /// extension).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    input_format: Option<Format>,
+    /// The output's format, whatever its name says.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    output_format: Option<Format>,
+    /// A table's own column for a contract column (id, num, stones, n, piles):
+    /// `n=pile_size` reads Stone Game IV's n from pile_size; a renamed id is written back
+    /// under its own name. Repeatable.
+    #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
+    columns: Vec<Rename>,
     /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
     /// repeat to spread the load. Without one, a server is started in this process (its
     /// tables set by the embedded server's flags).
     #[arg(long = "server", value_name = "URL")]
     servers: Vec<String>,
-    /// Continue an interrupted run from the complete lines already in OUTPUT, once its
-    /// sidecar (OUTPUT.resume) proves they answer this input.
+    /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
+    /// (OUTPUT.resume) proves they answer this input.
     #[arg(long)]
     resume: bool,
     /// Ask for the winner only: answers have no `winningMove` (faster on long games).
@@ -83,13 +101,22 @@ struct SolveArgs {
     /// PEM private key of --client-cert.
     #[arg(long, value_name = "PEM", requires = "client_cert")]
     client_key: Option<PathBuf>,
-    /// Seconds a server may keep failing, or stay silent with batches in flight, without
-    /// answering before it is given up on (exit 1; --resume completes the output).
+    /// Seconds a server may keep failing, or stay silent (connecting, or with batches in
+    /// flight), without answering before it is given up on (exit 1; --resume completes
+    /// the output).
     #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
     retry_for: f64,
-    /// Problems per batch, at most.
+    /// Problems per batch of JSON lines, at most.
     #[arg(long, default_value_t = defaults().batch_problems)]
     batch_size: NonZeroUsize,
+    /// Rows per batch of a table, at most (fewer when its rows are long: a batch stays
+    /// within half of --max-message-bytes).
+    #[arg(long, default_value_t = defaults().batch_rows)]
+    batch_rows: NonZeroUsize,
+    /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
+    /// written before it stopped).
+    #[arg(long, default_value_t = defaults().row_group_rows)]
+    row_group_rows: NonZeroUsize,
     /// Encoded bytes per batch, about.
     #[arg(long, default_value_t = defaults().batch_bytes)]
     batch_bytes: NonZeroUsize,
@@ -192,9 +219,13 @@ struct GenArgs {
     /// Nim Square pile sizes, `N` or `MIN..MAX`.
     #[arg(long, default_value_t = GenConfig::default().nim_n)]
     nim_n: SizeRange,
-    /// Output file (`-` or none: stdout).
+    /// Output file (`-` or none: stdout), in the format of its extension (.jsonl,
+    /// .parquet, .arrow, .arrows, .csv); JSON lines when it has none.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The output's format, whatever its name says.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    output_format: Option<Format>,
 }
 
 /// `-o -` is stdout, as `-` is stdin for the input.
@@ -262,6 +293,9 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     let config = SolveConfig {
         input: InputSource::parse(&args.input),
         output: output_file(args.output),
+        input_format: args.input_format,
+        output_format: args.output_format,
+        columns: ColumnMap::new(args.columns)?,
         servers: args.servers,
         embedded: Some(EmbeddedStarter::new(move || {
             start_embedded_server(args.iv_table.clone(), args.grundy_table.clone())
@@ -271,6 +305,8 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
         retry_for,
         batch_problems: args.batch_size,
+        batch_rows: args.batch_rows,
+        row_group_rows: args.row_group_rows,
         batch_bytes: args.batch_bytes,
         connections: args.connections,
         window: args.window,
@@ -341,15 +377,23 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
         nim_piles: args.nim_piles,
         nim_n: args.nim_n,
     };
-    match &output_file(args.output) {
+    let output = output_file(args.output);
+    let format = Format::of_output(args.output_format, output.as_deref(), Format::Jsonl);
+    let out: Box<dyn std::io::Write + Send> = match &output {
         Some(path) => {
             let file =
                 std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            gen::generate(&config, &mut std::io::BufWriter::with_capacity(1 << 20, file))
+            Box::new(std::io::BufWriter::with_capacity(1 << 20, file))
         }
-        None => {
-            gen::generate(&config, &mut std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+        None if format.is_binary() && std::io::stdout().is_terminal() => {
+            anyhow::bail!(
+                "refusing to write {format} to a terminal: give -o FILE, or --output-format jsonl or csv"
+            )
         }
+        None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout())),
+    };
+    match format {
+        Format::Jsonl => gen::generate(&config, &mut { out }).context("cannot write the problems"),
+        table => gen::generate_table(&config, table, out).context("cannot write the problems"),
     }
-    .context("cannot write the problems")
 }

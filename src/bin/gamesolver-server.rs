@@ -242,12 +242,12 @@ fn check_config(config: &ServerConfig) -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    // Signal handlers first, so that a script's early signal is not lost.
+    // Signal handlers first, so that a script's early signal is not lost, and so that a
+    // SIGHUP while the tables load does not end the process (its default action).
     let shutdown = shutdown_signal()?;
+    let hangups = hangup_signal()?;
     let server = server::Server::bind(args.config).await?;
-    if let Some(tls) = server.tls() {
-        reload_on_sighup(tls)?;
-    }
+    reload_on_sighup(hangups, server.tls());
     // The lines on stdout, for scripts that start the server on port 0: printed only
     // once start-up can no longer fail.
     println!("listening on {}", server.local_addr());
@@ -259,27 +259,44 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// On each SIGHUP, rereads the TLS files; a failure is logged and the old ones stay.
-fn reload_on_sighup(tls: Arc<ReloadableTls>) -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangups = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-        tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                match tls.reload() {
-                    Ok(loaded) => tls.log_loaded(&loaded, "SIGHUP: TLS certificates reloaded"),
-                    Err(err) => {
-                        tracing::error!("SIGHUP: TLS reload failed, keeping the previous certificates: {err}")
-                    }
-                }
-            }
-        });
-    }
-    #[cfg(not(unix))]
-    let _ = tls;
+/// The SIGHUP handler, installed now: from here on a SIGHUP never ends the process.
+#[cfg(unix)]
+fn hangup_signal() -> anyhow::Result<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::hangup()).context("installing the SIGHUP handler")
+}
+
+#[cfg(not(unix))]
+fn hangup_signal() -> anyhow::Result<()> {
     Ok(())
 }
+
+/// On each SIGHUP, rereads the TLS files (a failure is logged and the old ones stay), or
+/// says that there is nothing to reload. The flags and the table files are read at
+/// start-up only: a table file is the server's own copy of a table it holds whole in
+/// memory, so rereading it could only go back.
+#[cfg(unix)]
+fn reload_on_sighup(mut hangups: tokio::signal::unix::Signal, tls: Option<Arc<ReloadableTls>>) {
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(tls) = &tls else {
+                tracing::info!(
+                    "SIGHUP: nothing to reload (no TLS files; flags and tables are read at start-up)"
+                );
+                continue;
+            };
+            match tls.reload() {
+                Ok(loaded) => tls.log_loaded(&loaded, "SIGHUP: TLS certificates reloaded"),
+                Err(err) => {
+                    tracing::error!("SIGHUP: TLS reload failed, keeping the previous certificates: {err}")
+                }
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup((): (), _tls: Option<Arc<ReloadableTls>>) {}
 
 /// The tokio runtime and rayon's global pool, sized by the flags.
 fn build_runtime(args: &Args) -> anyhow::Result<tokio::runtime::Runtime> {

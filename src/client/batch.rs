@@ -15,19 +15,22 @@ use crate::client::problem_json::{line_error_solution, parse_problem, LineError}
 use crate::codec;
 use crate::pb;
 
-/// A batch on its way: the encoded `SolveBatchStreamRequest` and what is needed to put its answers
-/// back in place.
+/// A batch on its way: what goes on the wire (`P`: an encoded `SolveBatchStreamRequest`, or
+/// a table's record batch) and what is needed to put its answers back in place.
 #[derive(Debug, Clone)]
-pub struct Batch {
+pub struct Batch<P = Bytes> {
     /// Position in the run, from 0; output is written in this order.
     pub seq: u64,
-    /// Encoded `SolveBatchStreamRequest` of the lines that are problems (empty when none are).
-    pub payload: Bytes,
+    /// Encoded `SolveBatchStreamRequest` of the lines that are problems (empty when none are),
+    /// or the rows of a table.
+    pub payload: P,
     /// How many problems `payload` holds.
     pub problems: usize,
-    /// Input lines covered by this batch.
+    /// Input lines (or table rows) covered by this batch.
     pub lines: usize,
-    /// Solutions of lines that are not problems, with their index among `lines`, ascending.
+    /// Solutions the client made itself, with their index among `lines`, ascending: of
+    /// lines that are not problems (not in `payload`), or of table rows whose cells did
+    /// not parse (in `payload`, their answers then ignored).
     pub rejected: Vec<(usize, pb::Solution)>,
     /// Where the input stood after the batch's last line: the progress bar's position and
     /// the resume checkpoint once the batch is written.

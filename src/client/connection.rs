@@ -4,22 +4,30 @@
 //! Batches travel as the bytes encoded on the reading thread (a pass-through codec), and
 //! answers come back as bytes decoded on the writing thread: the async workers only move
 //! frames, which leaves the CPU to parsing, solving and formatting. A batch stays in the
-//! connection's window until its answer is handed to the writer; when the call fails,
-//! every batch of the window goes back to the queue, so that each is answered exactly
-//! once, by whichever server gets it next.
+//! connection's window until its answer, checked against it ([`answer_check`]), is handed
+//! to the writer; when the call fails, every batch of the window goes back to the queue,
+//! so that each is answered exactly once, by whichever server gets it next. A server that
+//! answers wrongly is not asked again, on any of its connections.
+//!
+//! [`answer_check`]: crate::client::answer_check
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use prost::bytes::{Buf, BufMut, Bytes};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Status};
 
+use crate::client::answer_check::{self, WrongAnswer};
 use crate::client::batch::Batch;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
@@ -33,9 +41,9 @@ const SOLVE_BATCH_STREAM: &str = "SolveBatchStream";
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// The shortest silence, with batches in flight, that counts as a failure, so that
-/// `--retry-for 0` (give up at the first failure) does not turn every answer slower
-/// than an instant into one.
+/// The shortest silence (with batches in flight, or while connecting) that counts as a
+/// failure, so that `--retry-for 0` (give up at the first failure) does not turn every
+/// answer or handshake slower than an instant into one.
 const MIN_SILENCE: Duration = Duration::from_secs(1);
 
 /// How one server is talked to.
@@ -100,6 +108,15 @@ pub enum ConnectionError {
         /// The last failure.
         last: String,
     },
+    /// The server answered something other than what was asked: its batches go to the
+    /// other servers, and it is not asked again.
+    #[error("server {url} answered wrongly: {what}")]
+    WrongAnswer {
+        /// The server.
+        url: String,
+        /// The first wrong answer found.
+        what: WrongAnswer,
+    },
     /// A TLS file given on the command line cannot be read.
     #[error("cannot read {flag} {path}")]
     TlsFile {
@@ -157,11 +174,22 @@ impl TlsFiles {
     }
 }
 
-/// A parsed server address.
+/// A parsed server address; its clones (one a connection) share what is known of it.
 #[derive(Debug, Clone)]
 pub struct Server {
     url: String,
     endpoint: Endpoint,
+    distrust: Arc<Distrust>,
+}
+
+/// Set when any connection to a server finds a wrong answer: from then on none of its
+/// connections sends it a batch.
+#[derive(Debug, Default)]
+struct Distrust {
+    /// The first wrong answer found, which every connection reports.
+    why: OnceLock<WrongAnswer>,
+    /// Cancelled once `why` is set.
+    set: CancellationToken,
 }
 
 impl Server {
@@ -191,7 +219,7 @@ impl Server {
             // Room for a full window of answers, so that the server never waits on us.
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20);
-        Ok(Server { url: full, endpoint })
+        Ok(Server { url: full, endpoint, distrust: Arc::default() })
     }
 
     /// The URL, normalised.
@@ -203,21 +231,97 @@ impl Server {
     pub fn is_tls(&self) -> bool {
         self.url.starts_with("https://")
     }
+
+    /// Marks the server as answering wrongly, for every connection to it.
+    fn distrust(&self, wrong: WrongAnswer) -> Failure {
+        let _ = self.distrust.why.set(wrong);
+        self.distrust.set.cancel();
+        Failure::Distrusted
+    }
+
+    /// Resolves once the server has answered wrongly on any connection.
+    async fn distrusted(&self) {
+        self.distrust.set.cancelled().await
+    }
 }
 
 /// Why one attempt ended.
-enum Failure {
+pub(crate) enum Failure {
     Connect(tonic::transport::Error),
     Status(Status),
     EndedEarly,
     /// Batches were outstanding and nothing came back for the whole retry period: a
-    /// black hole, which keepalive would only notice later.
+    /// black hole, which keepalive would only notice later, or never.
     Silent(Duration),
+    /// The TLS or HTTP/2 handshake did not complete within the retry period.
+    NoConnection(Duration),
     WriterGone,
+    /// The server answered wrongly, on this connection or another one.
+    Distrusted,
+    /// An answer that does not decode as one (the door says why).
+    Malformed(String),
+}
+
+/// What a connection sends and how: the gRPC bulk call ([`Grpc`]) or a Flight exchange
+/// (`flight::Flight`). The connection around it (the window, retries, hand-backs) is the same.
+pub(crate) trait Door: Send + Sync + 'static {
+    /// A batch as it goes on the wire, kept until its answer is written; also the answer's type.
+    type Payload: Clone + Send + Sync + 'static;
+
+    /// Opens one call on `channel`, whose requests come from `requests`; its answers come
+    /// in request order.
+    fn open(
+        &self,
+        channel: Channel,
+        config: &ConnectionConfig,
+        requests: tokio::sync::mpsc::Receiver<Self::Payload>,
+    ) -> BoxFuture<'static, Result<Answers<Self::Payload>, Failure>>;
+
+    /// Why `answer` cannot be the answer to `batch`, when it cannot.
+    fn check(&self, batch: &Batch<Self::Payload>, answer: &Self::Payload) -> Result<(), WrongAnswer>;
+}
+
+/// The answers of one call, in order.
+pub(crate) type Answers<P> = BoxStream<'static, Result<P, Failure>>;
+
+/// The gRPC door: `SolveBatchStream`, each batch sent as the bytes the reading thread
+/// encoded; each answer's ids are checked against them ([`answer_check`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Grpc;
+
+impl Door for Grpc {
+    type Payload = Bytes;
+
+    fn open(
+        &self,
+        channel: Channel,
+        config: &ConnectionConfig,
+        requests: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> BoxFuture<'static, Result<Answers<Bytes>, Failure>> {
+        let mut grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        if let Some(encoding) = config.compression {
+            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+        }
+        async move {
+            grpc.ready().await.map_err(Failure::Connect)?;
+            let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
+            let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
+            let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
+            let answers = call.await.map_err(Failure::Status)?.into_inner();
+            Ok(answers.map_err(Failure::Status).boxed())
+        }
+        .boxed()
+    }
+
+    fn check(&self, batch: &Batch<Bytes>, answer: &Bytes) -> Result<(), WrongAnswer> {
+        answer_check::check(batch, answer)
+    }
 }
 
 impl Failure {
-    fn describe(&self) -> String {
+    fn describe(&self, server: &Server) -> String {
         match self {
             Failure::Connect(err) => format!("cannot connect: {}", error_chain(err)),
             Failure::Status(status) => {
@@ -231,7 +335,10 @@ impl Failure {
             }
             Failure::EndedEarly => "server ended the stream with batches unanswered".to_owned(),
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
+            Failure::NoConnection(waited) => format!("no connection within {waited:.1?}"),
             Failure::WriterGone => "output writer stopped".to_owned(),
+            Failure::Distrusted => server.distrust.why.get().map(ToString::to_string).unwrap_or_default(),
+            Failure::Malformed(reason) => reason.clone(),
         }
     }
 
@@ -341,6 +448,9 @@ async fn speaks_tls(server: &Server) -> bool {
 
 /// The error to give up with at once, when `failure` is one that no retry can fix.
 fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
+    if let (Failure::Distrusted, Some(what)) = (failure, server.distrust.why.get()) {
+        return Some(ConnectionError::WrongAnswer { url: server.url.clone(), what: what.clone() });
+    }
     if let Failure::Status(status) = failure {
         if is_permanent(status.code()) {
             return Some(ConnectionError::Rejected {
@@ -360,18 +470,20 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
     let host = server.endpoint.uri().host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
     certificate.then(|| ConnectionError::Certificate {
         url: server.url.clone(),
-        reason: failure.explain(host).unwrap_or_else(|| failure.describe()),
+        reason: failure.explain(host).unwrap_or_else(|| failure.describe(server)),
     })
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
 /// Reconnects with backoff after failures; gives up after `retry_for` without an answer,
-/// counted from the last answer (or the first batch sent after it), so that a connection
-/// that goes silent is given up on as promptly as one that fails.
-pub async fn run(
+/// counted from the last answer (or the first batch sent after it, or the start of a
+/// connection that never completes), so that a server that goes silent at any step is
+/// given up on as promptly as one that fails.
+pub(crate) async fn run<D: Door>(
     server: Server,
-    queue: Arc<WorkQueue>,
-    writer: mpsc::Sender<ToWriter>,
+    door: Arc<D>,
+    queue: Arc<WorkQueue<D::Payload>>,
+    writer: mpsc::Sender<ToWriter<D::Payload>>,
     config: ConnectionConfig,
 ) -> Result<(), ConnectionError> {
     let mut window = VecDeque::new();
@@ -383,8 +495,17 @@ pub async fn run(
     loop {
         let mut answered = false;
         let mut waiting_since = None;
-        let attempt =
-            attempt(&server, &queue, &writer, &config, &mut window, &mut answered, &mut waiting_since).await;
+        let attempt = attempt(
+            &server,
+            &*door,
+            &queue,
+            &writer,
+            &config,
+            &mut window,
+            &mut answered,
+            &mut waiting_since,
+        )
+        .await;
         // Whatever was sent and not answered goes to whichever connection is free first.
         let unanswered = window.len();
         queue.resend(window.drain(..));
@@ -415,14 +536,14 @@ pub async fn run(
             return Err(ConnectionError::Unreachable {
                 url: server.url.clone(),
                 elapsed: since.elapsed(),
-                last: failure.describe(),
+                last: failure.describe(&server),
             });
         }
         let handed_back = match unanswered {
             0 => String::new(),
             n => format!("; {n} unanswered batches handed back"),
         };
-        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe());
+        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe(&server));
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = queue.finished() => return Ok(()),
@@ -432,59 +553,90 @@ pub async fn run(
 }
 
 /// One connection and one call; `window` holds the batches sent and not yet answered, and
-/// `waiting_since` when the oldest wait for an answer began (the last answer, or the send
-/// into an empty window).
-async fn attempt(
+/// `waiting_since` when the oldest wait on the server began (the connection, the last
+/// answer, or the send into an empty window). Every such wait ends after the silence the
+/// retry period allows, whatever the server does meanwhile: a server can keep its
+/// connection alive (answer pings) and still never complete a handshake, never open the
+/// call or never answer on it.
+#[allow(clippy::too_many_arguments)]
+async fn attempt<D: Door>(
     server: &Server,
-    queue: &WorkQueue,
-    writer: &mpsc::Sender<ToWriter>,
+    door: &D,
+    queue: &WorkQueue<D::Payload>,
+    writer: &mpsc::Sender<ToWriter<D::Payload>>,
     config: &ConnectionConfig,
-    window: &mut VecDeque<Batch>,
+    window: &mut VecDeque<Batch<D::Payload>>,
     answered: &mut bool,
     waiting_since: &mut Option<Instant>,
 ) -> Result<(), Failure> {
+    let silence = config.retry_for.max(MIN_SILENCE);
+    let connecting = Instant::now();
+    *waiting_since = Some(connecting);
+    // connect_timeout bounds only the TCP connect: the TLS and HTTP/2 handshakes are
+    // bounded here.
+    let connect = async { server.endpoint.connect().await.map_err(Failure::Connect) };
     let channel = tokio::select! {
-        connected = server.endpoint.connect() => connected.map_err(Failure::Connect)?,
+        () = server.distrusted() => return Err(Failure::Distrusted),
+        connected = tokio::time::timeout(silence, connect) => {
+            connected.map_err(|_| Failure::NoConnection(silence))??
+        }
         () = queue.finished() => return Ok(()),
     };
-    let mut grpc = tonic::client::Grpc::new(channel)
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(config.max_message_bytes);
-    if let Some(encoding) = config.compression {
-        grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
-    }
-    grpc.ready().await.map_err(Failure::Connect)?;
+    // Connected: an idle connection waits for work, not for the server.
+    *waiting_since = None;
 
     // The first batch goes before the call opens, so that an idle connection holds no call.
-    let Some(first) = queue.next().await else { return Ok(()) };
+    let first = tokio::select! {
+        biased;
+        () = server.distrusted() => return Err(Failure::Distrusted),
+        first = queue.next() => first,
+    };
+    let Some(first) = first else { return Ok(()) };
     let capacity = config.window.max(1);
-    let (sender, requests) = tokio::sync::mpsc::channel::<Bytes>(capacity);
+    let (sender, requests) = tokio::sync::mpsc::channel::<D::Payload>(capacity);
     let mut sender = Some(sender);
     send(&sender, &first);
     window.push_back(first);
-    *waiting_since = Some(Instant::now());
-    let path = format!("/{}/{SOLVE_BATCH_STREAM}", pb::game_solver_service_server::SERVICE_NAME);
-    let path = tonic::codegen::http::uri::PathAndQuery::try_from(path).expect("a valid path");
-    let call = grpc.streaming(tonic::Request::new(ReceiverStream::new(requests)), path, PassThrough);
-    let mut answers = call.await.map_err(Failure::Status)?.into_inner();
+    let sent = Instant::now();
+    *waiting_since = Some(sent);
+    // The call opens with the server's response headers, which a server may never send.
+    let opened = tokio::select! {
+        biased;
+        () = server.distrusted() => return Err(Failure::Distrusted),
+        opened = tokio::time::timeout_at(tokio::time::Instant::from_std(sent + silence), door.open(channel, config, requests)) => {
+            opened.map_err(|_| Failure::Silent(silence))?
+        }
+    };
+    let mut answers = opened?;
 
-    let silence = config.retry_for.max(MIN_SILENCE);
     loop {
         let silent_until = waiting_since.map(|since| tokio::time::Instant::from_std(since + silence));
         tokio::select! {
             biased;
-            answer = answers.message() => match answer {
-                Ok(Some(solutions)) => {
-                    let batch = window.pop_front().ok_or(Failure::EndedEarly)?;
+            () = server.distrusted() => return Err(Failure::Distrusted),
+            answer = answers.next() => match answer {
+                Some(Ok(solutions)) => {
+                    let Some(batch) = window.pop_front() else {
+                        return Err(server.distrust(WrongAnswer::Unrequested));
+                    };
+                    // Checked before it leaves the window: a wrong answer's batch is resent.
+                    if let Err(wrong) = door.check(&batch, &solutions) {
+                        window.push_front(batch);
+                        return Err(server.distrust(wrong));
+                    }
                     *answered = true;
                     *waiting_since = (!window.is_empty()).then(Instant::now);
                     writer
                         .send(ToWriter::Answered(Answered { batch, solutions }))
                         .map_err(|_| Failure::WriterGone)?;
                 }
-                Ok(None) if sender.is_none() && window.is_empty() => return Ok(()),
-                Ok(None) => return Err(Failure::EndedEarly),
-                Err(status) => return Err(Failure::Status(status)),
+                None if sender.is_none() && window.is_empty() => return Ok(()),
+                None => return Err(Failure::EndedEarly),
+                Some(Err(Failure::Malformed(reason))) => {
+                    let seq = window.front().map_or(0, |batch| batch.seq);
+                    return Err(server.distrust(WrongAnswer::Table { seq, reason }));
+                }
+                Some(Err(failure)) => return Err(failure),
             },
             next = queue.next(), if sender.is_some() && window.len() < capacity => match next {
                 Some(batch) => {
@@ -504,7 +656,7 @@ async fn attempt(
 
 /// Queues `batch` on the call. The channel holds at most the window, which has room, so
 /// this cannot block; if the call is gone, the error surfaces on the answer side.
-fn send(sender: &Option<tokio::sync::mpsc::Sender<Bytes>>, batch: &Batch) {
+fn send<P: Clone>(sender: &Option<tokio::sync::mpsc::Sender<P>>, batch: &Batch<P>) {
     if let Some(sender) = sender {
         let _ = sender.try_send(batch.payload.clone());
     }

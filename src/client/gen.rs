@@ -7,9 +7,17 @@ use std::io::{self, Write};
 use std::ops::RangeInclusive;
 use std::str::FromStr;
 
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, ListBuilder, StringBuilder, UInt64Builder};
+use arrow_array::{ArrayRef, ListArray, RecordBatch};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::client::format::Format;
+use crate::client::table::write::{TableWriter, ROW_GROUP_ROWS};
+use crate::columnar;
 use crate::games::GameKind;
 use crate::pb::{self, problem::Game};
 
@@ -155,10 +163,115 @@ impl Default for GenConfig {
 /// Writes `config.count` problems, one JSON line each (the protobuf JSON mapping, as
 /// pbjson writes it), with ids `g1`, `g2`, ...
 pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
+    let mut line = Vec::with_capacity(256);
+    for problem in problems(config) {
+        line.clear();
+        serde_json::to_writer(&mut line, &problem)?;
+        line.push(b'\n');
+        out.write_all(&line)?;
+    }
+    out.flush()
+}
+
+/// Rows of a generated table written at a time.
+const TABLE_BATCH_ROWS: usize = 1 << 16;
+
+/// Writes the problems [`generate`] writes as a table in `format` (Parquet, Arrow IPC or
+/// CSV): the column `id`, then the input column of each game the mix has (`num`,
+/// `stones`, `n`, `piles`), null where a row is another game's.
+pub fn generate_table(
+    config: &GenConfig,
+    format: Format,
+    out: Box<dyn Write + Send>,
+) -> Result<(), ArrowError> {
+    let kinds: Vec<GameKind> =
+        GameKind::ALL.into_iter().filter(|&kind| config.mix.weight(kind) > 0).collect();
+    let mut fields = vec![Field::new(columnar::ID, DataType::Utf8, false)];
+    fields.extend(kinds.iter().map(|&kind| Field::new(kind.input(), columnar::input_type(kind), true)));
+    let schema = Arc::new(Schema::new(fields));
+    let mut writer = TableWriter::new(format, out, &schema, 0, ROW_GROUP_ROWS)?;
+    let mut rows = ProblemRows::default();
+    for problem in problems(config) {
+        rows.push(problem);
+        if rows.len() == TABLE_BATCH_ROWS {
+            writer.write(&rows.finish(&schema, &kinds)?, &[])?;
+        }
+    }
+    if rows.len() > 0 {
+        writer.write(&rows.finish(&schema, &kinds)?, &[])?;
+    }
+    writer.finish()?;
+    Ok(())
+}
+
+/// Problems collected into columns.
+#[derive(Default)]
+struct ProblemRows {
+    ids: StringBuilder,
+    num: StringBuilder,
+    stones: ListBuilder<UInt64Builder>,
+    n: UInt64Builder,
+    piles: ListBuilder<UInt64Builder>,
+}
+
+impl ProblemRows {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn push(&mut self, problem: pb::Problem) {
+        self.ids.append_value(&problem.id);
+        let (mut num, mut stones, mut n, mut piles) = (None, None, None, None);
+        match problem.game {
+            Some(Game::SumGame(game)) => num = Some(game.num),
+            Some(Game::StoneGameIx(game)) => stones = Some(game.stones),
+            Some(Game::StoneGameIv(game)) => n = Some(game.n),
+            Some(Game::NimSquare(game)) => piles = Some(game.piles),
+            None => {}
+        }
+        self.num.append_option(num);
+        self.n.append_option(n);
+        for (builder, values) in [(&mut self.stones, stones), (&mut self.piles, piles)] {
+            match values {
+                Some(values) => {
+                    builder.values().append_slice(&values);
+                    builder.append(true);
+                }
+                None => builder.append_null(),
+            }
+        }
+    }
+
+    /// The rows pushed so far, as a table of `schema` holding `kinds`' columns.
+    fn finish(&mut self, schema: &SchemaRef, kinds: &[GameKind]) -> Result<RecordBatch, ArrowError> {
+        let item = Arc::new(Field::new_list_field(DataType::UInt64, false));
+        let list = |builder: &mut ListBuilder<UInt64Builder>| {
+            let (_, offsets, values, nulls) = builder.finish().into_parts();
+            Arc::new(ListArray::new(Arc::clone(&item), offsets, values, nulls)) as ArrayRef
+        };
+        let (num, stones, n, piles): (ArrayRef, _, ArrayRef, _) = (
+            Arc::new(self.num.finish()),
+            list(&mut self.stones),
+            Arc::new(self.n.finish()),
+            list(&mut self.piles),
+        );
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.ids.finish())];
+        columns.extend(kinds.iter().map(|kind| match kind {
+            GameKind::SumGame => Arc::clone(&num),
+            GameKind::StoneGameIx => Arc::clone(&stones),
+            GameKind::StoneGameIv => Arc::clone(&n),
+            GameKind::NimSquare => Arc::clone(&piles),
+        }));
+        RecordBatch::try_new(Arc::clone(schema), columns)
+    }
+}
+
+/// The problems of `config`, in order, with ids `g1`, `g2`, ...: the same whatever they
+/// are written as.
+pub fn problems(config: &GenConfig) -> impl Iterator<Item = pb::Problem> + '_ {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let total: u32 = config.mix.0.iter().sum();
-    let mut line = Vec::with_capacity(256);
-    for i in 1..=config.count {
+    (1..=config.count).map(move |i| {
         let mut pick = rng.random_range(0..total);
         let kind = config
             .mix
@@ -200,12 +313,8 @@ pub fn generate(config: &GenConfig, out: &mut impl Write) -> io::Result<()> {
                 Game::NimSquare(pb::NimSquare { piles })
             }
         };
-        line.clear();
-        serde_json::to_writer(&mut line, &pb::Problem { id: format!("g{i}"), game: Some(game) })?;
-        line.push(b'\n');
-        out.write_all(&line)?;
-    }
-    out.flush()
+        pb::Problem { id: format!("g{i}"), game: Some(game) }
+    })
 }
 
 #[cfg(test)]
@@ -274,6 +383,64 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
+
+    #[test]
+    fn a_table_holds_the_same_problems_as_the_lines() {
+        use crate::client::input::InputSource;
+        use crate::client::table::columns::{ColumnMap, InputColumns};
+        use crate::client::table::csv::parse_cells;
+        use crate::client::table::read::TableSource;
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::UInt64Type;
+        use arrow_array::Array;
+
+        let config = GenConfig {
+            count: 300,
+            seed: 5,
+            mix: "sum=1,ix=1,iv=1,nim=1".parse().unwrap(),
+            ..GenConfig::default()
+        };
+        let expected: Vec<pb::Problem> = problems(&config).collect();
+        let dir = tempfile::tempdir().unwrap();
+        for format in [Format::Parquet, Format::Arrow, Format::Arrows, Format::Csv] {
+            let path = dir.path().join(format!("p.{}", format.name()));
+            generate_table(&config, format, Box::new(std::fs::File::create(&path).unwrap())).unwrap();
+            let source = TableSource::open(&InputSource::File(path), format).unwrap();
+            let csv = format == Format::Csv;
+            let columns =
+                InputColumns::resolve(source.schema(), &ColumnMap::default(), "p", csv, false).unwrap();
+            let mut reader = source.reader(&columns, 128, 1 << 20).unwrap();
+            let mut got = Vec::new();
+            while let Some(batch) = reader.next_batch().unwrap() {
+                let first = reader.rows() - batch.num_rows() as u64;
+                let (batch, rejected) = match csv {
+                    true => parse_cells(&columns, &batch, first).unwrap(),
+                    false => (batch, Vec::new()),
+                };
+                assert!(rejected.is_empty());
+                let request = columns.request(&batch, first).unwrap();
+                let column = |name: &str| request.column_by_name(name).unwrap().clone();
+                let (num, stones, n, piles) = (column("num"), column("stones"), column("n"), column("piles"));
+                let list = |array: &arrow_array::ArrayRef, row| {
+                    array.as_list::<i32>().value(row).as_primitive::<UInt64Type>().values().to_vec()
+                };
+                for row in 0..request.num_rows() {
+                    let game = if num.is_valid(row) {
+                        Game::SumGame(pb::SumGame { num: num.as_string::<i32>().value(row).to_owned() })
+                    } else if stones.is_valid(row) {
+                        Game::StoneGameIx(pb::StoneGameIx { stones: list(&stones, row) })
+                    } else if n.is_valid(row) {
+                        Game::StoneGameIv(pb::StoneGameIv { n: n.as_primitive::<UInt64Type>().value(row) })
+                    } else {
+                        Game::NimSquare(pb::NimSquare { piles: list(&piles, row) })
+                    };
+                    let id = request.column(0).as_string::<i32>().value(row).to_owned();
+                    got.push(pb::Problem { id, game: Some(game) });
+                }
+            }
+            assert_eq!(got, expected, "{format}");
+        }
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub enum OutputError {
         /// Solutions received.
         got: usize,
     },
+    /// A table could not be written (or a closed pipe, deep inside).
+    #[error("cannot write output")]
+    Table(#[source] arrow_schema::ArrowError),
     /// A server answer is not a valid `SolveBatchStreamResponse`.
     #[error("server answer to batch {seq} does not decode: {source}")]
     Decode {
@@ -48,20 +51,21 @@ pub enum OutputError {
     },
 }
 
-/// A batch with its encoded `SolveBatchStreamResponse` (empty when no line of it was a problem).
+/// A batch with its answer: an encoded `SolveBatchStreamResponse` (empty when no line of
+/// it was a problem), or a table of solutions.
 #[derive(Debug)]
-pub struct Answered {
+pub struct Answered<P = Bytes> {
     /// The batch that was sent.
-    pub batch: Batch,
-    /// The server's encoded answer.
-    pub solutions: Bytes,
+    pub batch: Batch<P>,
+    /// The server's answer.
+    pub solutions: P,
 }
 
 /// What the writing thread receives.
 #[derive(Debug)]
-pub enum ToWriter {
+pub enum ToWriter<P = Bytes> {
     /// A batch and its answer (empty for a batch of rejected lines only).
-    Answered(Answered),
+    Answered(Answered<P>),
     /// The input ended after this many batches; if reading failed, the run fails once
     /// they are written.
     InputEnd {
@@ -87,78 +91,73 @@ pub struct Written {
     pub cost: usize,
 }
 
-/// Writes answered batches in `seq` order, holding back those that arrive early.
+/// Puts answered batches back in `seq` order, holding back those that arrive early.
 #[derive(Debug)]
-pub struct SolutionWriter<W: Write> {
-    out: W,
+pub struct InOrder<P = Bytes> {
     next_seq: u64,
-    early: BTreeMap<u64, Answered>,
-    line: Vec<u8>,
+    early: BTreeMap<u64, Answered<P>>,
 }
 
-impl<W: Write> SolutionWriter<W> {
-    /// A writer whose first batch is `seq` 0.
-    pub fn new(out: W) -> Self {
-        SolutionWriter { out, next_seq: 0, early: BTreeMap::new(), line: Vec::with_capacity(1 << 16) }
+impl<P> Default for InOrder<P> {
+    fn default() -> Self {
+        InOrder { next_seq: 0, early: BTreeMap::new() }
     }
+}
 
-    /// Batches written so far.
+impl<P> InOrder<P> {
+    /// Batches handed on so far.
     pub fn batches_written(&self) -> u64 {
         self.next_seq
     }
 
-    /// Takes an answered batch and writes every batch that is now next in line; `on_written`
-    /// hears about each. A batch that was already written (a duplicate answer) is ignored.
-    pub fn accept(
+    /// Takes an answered batch and hands every batch that is now next in line to `write`.
+    /// A batch that was already handed on (a duplicate answer) is ignored.
+    pub fn accept<E>(
         &mut self,
-        answered: Answered,
-        mut on_written: impl FnMut(Written),
-    ) -> Result<(), OutputError> {
+        answered: Answered<P>,
+        mut write: impl FnMut(Answered<P>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let seq = answered.batch.seq;
         if seq < self.next_seq {
             return Ok(());
         }
         self.early.entry(seq).or_insert(answered);
         while let Some(next) = self.early.remove(&self.next_seq) {
-            let written = self.write_batch(next)?;
             self.next_seq += 1;
-            on_written(written);
+            write(next)?;
         }
         Ok(())
     }
+}
 
-    fn write_batch(&mut self, answered: Answered) -> Result<Written, OutputError> {
-        let Answered { batch, solutions } = answered;
-        let seq = batch.seq;
-        // The codec's decoder, which sizes the vector exactly; prost for what it leaves.
-        let decoded = match pb::SolveBatchStreamResponse::decode_fast(&solutions) {
-            Some(decoded) => decoded,
-            None => pb::SolveBatchStreamResponse::decode(solutions)
-                .map_err(|source| OutputError::Decode { seq, source })?,
-        };
-        if decoded.solutions.len() != batch.problems {
-            return Err(OutputError::Mismatch {
-                seq,
-                expected: batch.problems,
-                got: decoded.solutions.len(),
-            });
-        }
-        let mut solved = decoded.solutions.iter();
-        let mut rejected = batch.rejected.iter().peekable();
+/// Writes answered batches as JSON lines.
+#[derive(Debug)]
+pub struct SolutionWriter<W: Write> {
+    out: W,
+    line: Vec<u8>,
+}
+
+impl<W: Write> SolutionWriter<W> {
+    /// A writer to `out`.
+    pub fn new(out: W) -> Self {
+        SolutionWriter { out, line: Vec::with_capacity(1 << 16) }
+    }
+
+    /// Writes one batch's lines, in order.
+    pub fn write_batch(&mut self, answered: Answered) -> Result<Written, OutputError> {
+        let (batch, solutions) = decode_answer(answered)?;
         let mut errors = 0;
         self.line.clear();
-        for index in 0..batch.lines {
-            let solution = match rejected.next_if(|(at, _)| *at == index) {
-                Some((_, solution)) => solution,
-                None => solved.next().expect("lines = problems + rejected"),
-            };
+        let mut written = Ok(());
+        each_solution(&batch, &solutions, |solution| {
             errors += u64::from(solution.error.is_some());
             write_solution_json(&mut self.line, solution);
-            if self.line.len() >= 1 << 16 {
-                self.out.write_all(&self.line)?;
+            if self.line.len() >= 1 << 16 && written.is_ok() {
+                written = self.out.write_all(&self.line);
                 self.line.clear();
             }
-        }
+        });
+        written?;
         self.out.write_all(&self.line)?;
         Ok(Written { lines: batch.lines as u64, errors, end: batch.end, cost: batch.cost })
     }
@@ -171,6 +170,37 @@ impl<W: Write> SolutionWriter<W> {
     #[cfg(test)]
     fn into_inner(self) -> W {
         self.out
+    }
+}
+
+/// Decodes a batch's encoded `SolveBatchStreamResponse`, checking that it answers every
+/// problem of the batch.
+pub fn decode_answer(answered: Answered) -> Result<(Batch, Vec<pb::Solution>), OutputError> {
+    let Answered { batch, solutions } = answered;
+    let seq = batch.seq;
+    // The codec's decoder, which sizes the vector exactly; prost for what it leaves.
+    let decoded = match pb::SolveBatchStreamResponse::decode_fast(&solutions) {
+        Some(decoded) => decoded,
+        None => pb::SolveBatchStreamResponse::decode(solutions)
+            .map_err(|source| OutputError::Decode { seq, source })?,
+    };
+    if decoded.solutions.len() != batch.problems {
+        return Err(OutputError::Mismatch { seq, expected: batch.problems, got: decoded.solutions.len() });
+    }
+    Ok((batch, decoded.solutions))
+}
+
+/// Hands `f` every line's solution of `batch` in order: the server's `solved`, with the
+/// client's own for the lines that were not problems in their places.
+pub fn each_solution(batch: &Batch, solved: &[pb::Solution], mut f: impl FnMut(&pb::Solution)) {
+    let mut solved = solved.iter();
+    let mut rejected = batch.rejected.iter().peekable();
+    for index in 0..batch.lines {
+        let solution = match rejected.next_if(|(at, _)| *at == index) {
+            Some((_, solution)) => solution,
+            None => solved.next().expect("lines = problems + rejected"),
+        };
+        f(solution);
     }
 }
 
@@ -294,15 +324,17 @@ mod tests {
     #[test]
     fn batches_are_written_in_order_with_rejected_lines_in_place() {
         let mut writer = SolutionWriter::new(Vec::new());
+        let mut order = InOrder::default();
         let bad = pb::Solution { id: "bad".into(), error: Some(Box::default()), ..Default::default() };
         let mut written = Vec::new();
         let first = Answered { batch: batch(0, 2, vec![(1, bad)]), solutions: answer(&["1", "3"]) };
         let second = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
-        writer.accept(second, |w| written.push(w)).unwrap();
-        assert!(written.is_empty());
-        writer.accept(first, |w| written.push(w)).unwrap();
+        let mut write = |answered| writer.write_batch(answered).map(|w| written.push(w));
+        order.accept(second, &mut write).unwrap();
+        order.accept(first, &mut write).unwrap();
         let dup = Answered { batch: batch(1, 1, vec![]), solutions: answer(&["4"]) };
-        writer.accept(dup, |w| written.push(w)).unwrap();
+        order.accept(dup, &mut write).unwrap();
+        assert_eq!(order.batches_written(), 2);
         assert_eq!(written.iter().map(|w| (w.lines, w.errors)).collect::<Vec<_>>(), [(3, 1), (1, 0)]);
         let out = String::from_utf8(writer.into_inner()).unwrap();
         let ids: Vec<String> =
@@ -314,7 +346,7 @@ mod tests {
     fn a_short_answer_is_an_error() {
         let mut writer = SolutionWriter::new(Vec::new());
         let answered = Answered { batch: batch(0, 2, vec![]), solutions: answer(&["1"]) };
-        let err = writer.accept(answered, |_| {}).unwrap_err();
+        let err = writer.write_batch(answered).unwrap_err();
         assert!(matches!(err, OutputError::Mismatch { seq: 0, expected: 2, got: 1 }));
     }
 }

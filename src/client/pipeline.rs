@@ -3,33 +3,33 @@
 //! Parsing and formatting run on two plain threads, so that they overlap with each other
 //! and with the network (and, with the embedded server, with solving). One byte budget,
 //! taken when a batch is read and given back when it is written, bounds everything in
-//! between, which is what keeps memory flat on inputs of any size.
+//! between, which is what keeps memory flat on inputs of any size. What is read, sent and
+//! written depends on the formats (`plan`); the run around them is the same.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
 use std::future::Future;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use prost::bytes::Bytes;
+use arrow_schema::ArrowError;
 use tokio::task::{JoinHandle, JoinSet};
 use tonic::codec::CompressionEncoding;
 
-use crate::client::batch::{Batch, BatchBuilder, InputMark};
 use crate::client::budget::Budget;
-use crate::client::connection::{self, ConnectionConfig, ConnectionError, Server, TlsFiles};
+use crate::client::connection::{self, ConnectionConfig, ConnectionError, Door, Server, TlsFiles};
 use crate::client::embedded::{BoxError, EmbeddedStarter, Running};
-use crate::client::fingerprint::{Checkpoint, Fingerprint};
-use crate::client::input::{is_blank, InputError, InputSource, Line, ProblemReader};
-use crate::client::output::{Answered, OutputError, SolutionWriter, ToWriter};
-use crate::client::problem_json::LineError;
+use crate::client::format::Format;
+use crate::client::input::{InputError, InputSource};
+use crate::client::output::{OutputError, ToWriter};
+use crate::client::plan::{self, Plan};
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
-use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};
+use crate::client::resume::ResumeError;
+use crate::client::sink::write_answers;
+use crate::client::table::columns::{ColumnMap, ColumnsError};
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
@@ -43,6 +43,14 @@ pub struct SolveConfig {
     pub input: InputSource,
     /// Where solutions go; `None` is stdout.
     pub output: Option<PathBuf>,
+    /// The input's format; `None` reads it from the input's extension (JSON lines when
+    /// there is none).
+    pub input_format: Option<Format>,
+    /// The output's format; `None` reads it from the output's extension, or else takes
+    /// the input's.
+    pub output_format: Option<Format>,
+    /// The table's names for the contract's columns (`--column`).
+    pub columns: ColumnMap,
     /// Servers to spread the load over; empty starts the embedded server.
     pub servers: Vec<String>,
     /// Starts a server in this process when `servers` is empty; `None` makes an empty
@@ -59,6 +67,10 @@ pub struct SolveConfig {
     pub retry_for: Duration,
     /// Lines per batch, at most.
     pub batch_problems: NonZeroUsize,
+    /// Rows per batch of a table, at most.
+    pub batch_rows: NonZeroUsize,
+    /// Rows per row group of a Parquet output.
+    pub row_group_rows: NonZeroUsize,
     /// Encoded bytes per batch, about (a batch closes once it reaches this).
     pub batch_bytes: NonZeroUsize,
     /// Connections per server, each with one `SolveBatchStream` call.
@@ -82,6 +94,9 @@ impl Default for SolveConfig {
         SolveConfig {
             input: InputSource::Stdin,
             output: None,
+            input_format: None,
+            output_format: None,
+            columns: ColumnMap::default(),
             servers: Vec::new(),
             embedded: None,
             resume: false,
@@ -92,6 +107,13 @@ impl Default for SolveConfig {
             // flight are 1 MiB a connection. Chosen with bench/client.sh (docs/performance.md).
             batch_problems: nonzero(1024),
             batch_bytes: nonzero(64 * 1024),
+            // A table's batch travels as Arrow buffers and is solved across the server's
+            // cores, so it is cheap to send and worth making large; but each batch is
+            // copied a few times on its way through the server, and twice as many rows
+            // cost a fifth more peak memory (docs/performance.md, "Tables in the bulk
+            // client"). A multiple of the Parquet writer's batch keeps its pieces whole.
+            batch_rows: nonzero(16 * 1024),
+            row_group_rows: nonzero(crate::client::table::write::ROW_GROUP_ROWS),
             // Two calls: a server solves a call's small batches on the one task that
             // reads the call, so one call keeps one of its cores busy; with two the last
             // batches drain on two (bench/client.sh decides; docs/performance.md).
@@ -150,6 +172,12 @@ pub enum ClientError {
     /// No server address was given, and the caller supplied no embedded server.
     #[error("no server to send the problems to (give --server URL)")]
     NoServer,
+    /// The table's columns cannot be read as problems.
+    #[error(transparent)]
+    Columns(#[from] ColumnsError),
+    /// A binary output (Parquet, Arrow) would go to a terminal.
+    #[error("refusing to write {0} to a terminal: give -o FILE, or --output-format jsonl or csv")]
+    BinaryToTerminal(Format),
     /// The output file is the input file: writing would destroy the input.
     #[error("the output {0} is the input file")]
     OutputIsInput(PathBuf),
@@ -163,11 +191,24 @@ pub enum ClientError {
 
 impl ClientError {
     /// An output error, with a closed pipe told apart.
-    fn writing(err: OutputError) -> Self {
-        match err {
-            OutputError::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => ClientError::OutputClosed,
-            err => ClientError::Output(err),
+    pub(crate) fn writing(err: OutputError) -> Self {
+        let closed = std::iter::successors(Some(&err as &dyn std::error::Error), |err| err.source()).any(
+            |err| err.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe),
+        ) || matches!(&err, OutputError::Table(ArrowError::IoError(_, io)) if io.kind() == io::ErrorKind::BrokenPipe);
+        match closed {
+            true => ClientError::OutputClosed,
+            false => ClientError::Output(err),
         }
+    }
+
+    /// An error of a table writer.
+    pub(crate) fn table_output(err: ArrowError) -> Self {
+        ClientError::writing(OutputError::Table(err))
+    }
+
+    /// An error of a table reader outside of a read (its schema).
+    pub(crate) fn table_input(err: ArrowError) -> Self {
+        ClientError::Aborted(format!("reading the table: {err}"))
     }
 }
 
@@ -182,42 +223,34 @@ pub async fn solve_until(
     config: SolveConfig,
     interrupt: impl Future<Output = ()>,
 ) -> Result<Summary, ClientError> {
-    let mut run = Run::start(config).await?;
-    let ended = run.run(interrupt).await;
-    run.shutdown(ended).await
+    let servers = Servers::check(&config)?;
+    let path = match &config.input {
+        InputSource::File(path) => Some(path.as_path()),
+        InputSource::Stdin => None,
+    };
+    let input = Format::of_input(config.input_format, path);
+    let output = Format::of_output(config.output_format, config.output.as_deref(), input);
+    match input {
+        Format::Jsonl => {
+            let plan = plan::lines(&config, output)?;
+            Run::start(config, servers, plan).await?.complete(interrupt).await
+        }
+        table => {
+            let plan = plan::table(&config, table, output)?;
+            Run::start(config, servers, plan).await?.complete(interrupt).await
+        }
+    }
 }
 
-/// A `solve` run between its start and its shutdown.
-struct Run {
-    started: Instant,
-    resumed: u64,
-    resumed_errors: u64,
-    budget: Arc<Budget>,
-    queue: Arc<WorkQueue>,
-    reader: JoinHandle<()>,
-    writer: JoinHandle<Result<(u64, u64), ClientError>>,
-    /// Kept to stop the writer: it must not end merely because the other senders are gone.
-    to_writer: mpsc::Sender<ToWriter>,
-    connections: Connections,
-    /// Of `connections`, by server.
-    servers: OpenConnections,
-    embedded: Option<Running>,
+/// The servers of a run, checked before anything is opened.
+struct Servers {
+    servers: Vec<Server>,
+    tls: tonic::transport::ClientTlsConfig,
 }
 
-/// Why [`Run::run`] returned.
-enum Ended {
-    /// The writer finished: every answer is written, or the run failed there.
-    Written(Result<(u64, u64), ClientError>),
-    /// The run must stop while the writer is still at work.
-    Stopped(ClientError),
-}
-
-impl Run {
-    /// Checks the paths and servers, opens the input and the output (checking a resume),
-    /// starts the embedded server if there is no `--server`, then the reading and writing
-    /// threads and one connection per server. Nothing is written before every check passed.
-    async fn start(config: SolveConfig) -> Result<Run, ClientError> {
-        let started = Instant::now();
+impl Servers {
+    /// Checks the paths and servers: nothing is opened or written unless they pass.
+    fn check(config: &SolveConfig) -> Result<Servers, ClientError> {
         if let (InputSource::File(input), Some(output)) = (&config.input, &config.output) {
             if same_file(input, output) {
                 return Err(ClientError::OutputIsInput(output.clone()));
@@ -232,10 +265,42 @@ impl Run {
         if servers.is_empty() && config.embedded.is_none() {
             return Err(ClientError::NoServer);
         }
+        Ok(Servers { servers, tls })
+    }
+}
 
-        let mut reader = ProblemReader::open(&config.input, config.max_message_bytes)?;
-        let (out, sidecar, resumed) = open_output(&config, &mut reader)?;
+/// A `solve` run between its start and its shutdown.
+struct Run<D: Door> {
+    started: Instant,
+    resumed: u64,
+    resumed_errors: u64,
+    budget: Arc<Budget>,
+    queue: Arc<WorkQueue<D::Payload>>,
+    reader: JoinHandle<()>,
+    writer: JoinHandle<Result<(u64, u64), ClientError>>,
+    /// Kept to stop the writer: it must not end merely because the other senders are gone.
+    to_writer: mpsc::Sender<ToWriter<D::Payload>>,
+    connections: Connections,
+    /// Of `connections`, by server.
+    servers: OpenConnections,
+    embedded: Option<Running>,
+}
 
+/// Why [`Run::run`] returned.
+enum Ended {
+    /// The writer finished: every answer is written, or the run failed there.
+    Written(Result<(u64, u64), ClientError>),
+    /// The run must stop while the writer is still at work.
+    Stopped(ClientError),
+}
+
+impl<D: Door> Run<D> {
+    /// Starts a run whose input and output `plan` opened (a resume checked): the embedded
+    /// server if there is no `--server`, then the reading and writing threads and the
+    /// connections. Nothing was written before every check passed.
+    async fn start(config: SolveConfig, servers: Servers, plan: Plan<D>) -> Result<Run<D>, ClientError> {
+        let started = Instant::now();
+        let Servers { servers, tls } = servers;
         let embedded = match (&config.embedded, servers.is_empty()) {
             (Some(starter), true) => Some(starter.start().await.map_err(ClientError::EmbeddedServer)?),
             _ => None,
@@ -245,29 +310,24 @@ impl Run {
             None => servers,
         };
 
+        let Plan { read, sink, door, progress_total, resumed } = plan;
         let budget = Arc::new(Budget::new(config.in_flight_bytes.get()));
         let queue = Arc::new(WorkQueue::new());
         let (to_writer, inbox) = mpsc::channel();
-        let progress = Progress::new(config.progress, reader.raw_len());
-        let builder = BatchBuilder::new(config.batch_problems, config.batch_bytes, config.winner_only);
-        // Without a sidecar no checkpoint is ever saved: the input is not hashed.
-        let fingerprint = sidecar.is_some().then_some(resumed.fingerprint);
-        let reading = Reading { builder, fingerprint, max_line_bytes: config.max_message_bytes };
+        let progress = Progress::new(config.progress, progress_total);
         let reader = {
             let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
-            tokio::task::spawn_blocking(move || reading.run(reader, &budget, &queue, &to_writer))
+            tokio::task::spawn_blocking(move || read(&budget, &queue, &to_writer))
         };
         let writer = {
             let (budget, queue) = (Arc::clone(&budget), Arc::clone(&queue));
-            tokio::task::spawn_blocking(move || {
-                write_answers(out, sidecar, &inbox, &budget, &queue, progress)
-            })
+            tokio::task::spawn_blocking(move || write_answers(sink, &inbox, &budget, &queue, progress))
         };
-        let (connections, open) = connect(&servers, &config, &queue, &to_writer);
+        let (connections, open) = connect(&servers, &config, Arc::new(door), &queue, &to_writer);
         Ok(Run {
             started,
-            resumed: resumed.point.lines,
-            resumed_errors: resumed.point.errors,
+            resumed: resumed.0,
+            resumed_errors: resumed.1,
             budget,
             queue,
             reader,
@@ -277,6 +337,12 @@ impl Run {
             servers: open,
             embedded,
         })
+    }
+
+    /// Runs to the end (or to `interrupt`) and shuts down.
+    async fn complete(mut self, interrupt: impl Future<Output = ()>) -> Result<Summary, ClientError> {
+        let ended = self.run(interrupt).await;
+        self.shutdown(ended).await
     }
 
     /// Waits for the first of: the writer finishing (the normal end), the embedded server
@@ -359,12 +425,13 @@ impl Run {
 
 type Connections = JoinSet<(String, Result<(), ConnectionError>)>;
 
-/// Starts `config.connections` connection tasks per server, each with its URL.
-fn connect(
+/// Starts `config.connections` connection tasks per server through `door`, each with its URL.
+fn connect<D: Door>(
     servers: &[Server],
     config: &SolveConfig,
-    queue: &Arc<WorkQueue>,
-    to_writer: &mpsc::Sender<ToWriter>,
+    door: Arc<D>,
+    queue: &Arc<WorkQueue<D::Payload>>,
+    to_writer: &mpsc::Sender<ToWriter<D::Payload>>,
 ) -> (Connections, OpenConnections) {
     let connection_config = ConnectionConfig {
         window: config.window.get(),
@@ -377,8 +444,13 @@ fn connect(
     for server in servers.iter().flat_map(|server| std::iter::repeat_n(server, config.connections.get())) {
         let url = server.url().to_owned();
         open.opened(&url);
-        let run =
-            connection::run(server.clone(), Arc::clone(queue), to_writer.clone(), connection_config.clone());
+        let run = connection::run(
+            server.clone(),
+            Arc::clone(&door),
+            Arc::clone(queue),
+            to_writer.clone(),
+            connection_config.clone(),
+        );
         connections.spawn(async move { (url, run.await) });
     }
     (connections, open)
@@ -436,196 +508,4 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-type Output = (Box<dyn Write + Send>, Option<Sidecar>, Resumed);
-
-/// Opens the output: stdout, a fresh file, or (`--resume`) an existing one, proven to be
-/// this input's, to append to; `reader` is then past the lines it answers. A regular file
-/// output gets its sidecar before any line is written; stdout, a device (`-o /dev/null`)
-/// or a pipe gets none, since nothing there can be resumed (and `/dev/null.resume` is
-/// no place for a file).
-fn open_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result<Output, ClientError> {
-    const OUTPUT_BUFFER: usize = 1 << 20;
-    let Some(path) = &config.output else {
-        if config.resume {
-            return Err(ClientError::ResumeNeedsOutput);
-        }
-        let stdout = Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout()));
-        return Ok((stdout, None, Resumed::default()));
-    };
-    // A path that does not exist yet becomes a regular file.
-    let regular = !std::fs::metadata(path).is_ok_and(|meta| !meta.is_file());
-    if config.resume && !regular {
-        return Err(ClientError::ResumeNeedsRegularFile { path: path.clone() });
-    }
-    let options =
-        OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
-    let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
-    let sidecar = match regular {
-        true => {
-            let input = match &config.input {
-                InputSource::Stdin => "-".to_owned(),
-                InputSource::File(path) => path.display().to_string(),
-            };
-            Some(Sidecar::create(path, input, options, resumed.fingerprint.checkpoint())?)
-        }
-        false => None,
-    };
-    let file = OpenOptions::new()
-        .create(regular)
-        .write(true)
-        .append(config.resume)
-        .truncate(regular && !config.resume)
-        .open(path)
-        .map_err(|source| ClientError::OpenOutput { path: path.clone(), source })?;
-    Ok((Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), sidecar, resumed))
-}
-
-/// The reading thread: lines → batches → queue (or, for batches without a single problem,
-/// straight to the writer).
-struct Reading {
-    builder: BatchBuilder,
-    /// Of the lines read so far, resumed ones included; `None` when there is no sidecar
-    /// to save it in.
-    fingerprint: Option<Fingerprint>,
-    max_line_bytes: usize,
-}
-
-impl Reading {
-    /// Adds a line read to the fingerprint, if one is kept.
-    fn fingerprint(&mut self, read: Line, line: &[u8]) {
-        if let Some(fingerprint) = &mut self.fingerprint {
-            fingerprint.add(read, line);
-        }
-    }
-
-    fn run(
-        mut self,
-        mut reader: ProblemReader,
-        budget: &Budget,
-        queue: &WorkQueue,
-        writer: &mpsc::Sender<ToWriter>,
-    ) {
-        let raw_bytes = reader.raw_bytes_read();
-        let mark = |fingerprint: &Option<Fingerprint>| InputMark {
-            raw_offset: raw_bytes.load(Ordering::Relaxed),
-            checkpoint: fingerprint.as_ref().map(Fingerprint::checkpoint).unwrap_or_default(),
-        };
-        let mut batches = 0u64;
-        let mut dispatch = |mut batch: Batch| -> bool {
-            let Ok(cost) = budget.acquire(batch.cost) else { return false };
-            batch.cost = cost;
-            batches += 1;
-            if batch.problems == 0 {
-                writer.send(ToWriter::Answered(Answered { batch, solutions: Bytes::new() })).is_ok()
-            } else {
-                queue.push(batch);
-                true
-            }
-        };
-        let mut line = Vec::new();
-        let failed = loop {
-            let full = match reader.next_line(&mut line) {
-                Ok(Some(Line::Text { .. })) if is_blank(&line) => continue,
-                Ok(Some(read @ Line::Text { number })) => {
-                    self.fingerprint(read, &line);
-                    self.builder.push_line(&line, number)
-                }
-                Ok(Some(read @ Line::TooLong { number, len })) => {
-                    self.fingerprint(read, &line);
-                    let err = LineError::TooLong { line: number, len, limit: self.max_line_bytes };
-                    self.builder.push_rejected(number.to_string(), err)
-                }
-                Ok(None) => break None,
-                Err(err) => break Some(err),
-            };
-            if full {
-                let batch = self.builder.close(mark(&self.fingerprint)).expect("a full batch has lines");
-                if !dispatch(batch) {
-                    return;
-                }
-            }
-        };
-        // What was read is answered even when reading failed (a cut-off .gz): the output
-        // then ends at the last good line, ready for `--resume` from a whole file.
-        if let Some(batch) = self.builder.close(mark(&self.fingerprint)) {
-            if !dispatch(batch) {
-                return;
-            }
-        }
-        let _ = writer.send(ToWriter::InputEnd { batches, failed });
-    }
-}
-
-/// The writing thread: answers → reorder → output, with a checkpoint in the sidecar now
-/// and then; returns (lines, error lines).
-fn write_answers(
-    out: Box<dyn Write + Send>,
-    mut sidecar: Option<Sidecar>,
-    inbox: &mpsc::Receiver<ToWriter>,
-    budget: &Budget,
-    queue: &WorkQueue,
-    mut progress: Progress,
-) -> Result<(u64, u64), ClientError> {
-    let mut writer = SolutionWriter::new(out);
-    let (mut lines, mut errors) = (0u64, 0u64);
-    let mut last: Option<Checkpoint> = None;
-    let mut total = None;
-    let mut input_failed = None;
-    let result = loop {
-        if total == Some(writer.batches_written()) {
-            break input_failed.take().map_or(Ok(()), |err: InputError| Err(err.into()));
-        }
-        match inbox.recv() {
-            Ok(ToWriter::Answered(answered)) => {
-                let accepted = writer.accept(answered, |written| {
-                    budget.release(written.cost);
-                    lines += written.lines;
-                    errors += written.errors;
-                    last = Some(written.end.checkpoint);
-                    progress.advance(written.lines, written.end.raw_offset);
-                });
-                if let Err(err) = accepted {
-                    break Err(ClientError::writing(err));
-                }
-                if let (Some(sidecar), Some(at)) = (&mut sidecar, last) {
-                    if sidecar.due() {
-                        if let Err(err) = checkpoint(&mut writer, sidecar, at) {
-                            break Err(err);
-                        }
-                    }
-                }
-            }
-            Ok(ToWriter::InputEnd { batches, failed }) => {
-                total = Some(batches);
-                input_failed = failed;
-            }
-            Ok(ToWriter::Stop) => break Err(ClientError::Aborted("stopped".into())),
-            Err(mpsc::RecvError) => break Err(ClientError::Aborted("every sender stopped".into())),
-        }
-    };
-    // The connections may now close their calls.
-    queue.finish();
-    progress.finish();
-    // On failure too: whatever was written is a valid prefix to resume from, and the
-    // checkpoint then covers all of it.
-    let saved = match (&mut sidecar, last) {
-        (Some(sidecar), Some(at)) => checkpoint(&mut writer, sidecar, at),
-        _ => writer.flush().map_err(ClientError::writing),
-    };
-    result?;
-    saved?;
-    Ok((lines, errors))
-}
-
-/// Flushes the output, then saves `at` in the sidecar: the output must hold every line a
-/// checkpoint counts.
-fn checkpoint<W: Write>(
-    writer: &mut SolutionWriter<W>,
-    sidecar: &mut Sidecar,
-    at: Checkpoint,
-) -> Result<(), ClientError> {
-    writer.flush().map_err(ClientError::writing)?;
-    Ok(sidecar.save(at)?)
 }

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::client::batch::Batch;
 
 /// The shared queue of batches to send.
-#[derive(Debug, Default)]
-pub struct WorkQueue {
-    state: Mutex<State>,
+#[derive(Debug)]
+pub struct WorkQueue<P = prost::bytes::Bytes> {
+    state: Mutex<State<P>>,
     /// Wakes connections waiting in [`WorkQueue::next`]; only those wait on it, so that a
     /// wake-up meant for a batch never goes to a task that would not take one.
     ready: Notify,
@@ -24,15 +24,15 @@ pub struct WorkQueue {
     done: CancellationToken,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    resend: BTreeMap<u64, Batch>,
-    fresh: VecDeque<Batch>,
+#[derive(Debug)]
+struct State<P> {
+    resend: BTreeMap<u64, Batch<P>>,
+    fresh: VecDeque<Batch<P>>,
     finished: bool,
 }
 
-impl State {
-    fn pop(&mut self) -> Option<Batch> {
+impl<P> State<P> {
+    fn pop(&mut self) -> Option<Batch<P>> {
         self.resend.pop_first().map(|(_, batch)| batch).or_else(|| self.fresh.pop_front())
     }
 
@@ -41,20 +41,30 @@ impl State {
     }
 }
 
-impl WorkQueue {
+impl<P> Default for WorkQueue<P> {
+    fn default() -> Self {
+        WorkQueue {
+            state: Mutex::new(State { resend: BTreeMap::new(), fresh: VecDeque::new(), finished: false }),
+            ready: Notify::new(),
+            done: CancellationToken::new(),
+        }
+    }
+}
+
+impl<P> WorkQueue<P> {
     /// An empty queue.
     pub fn new() -> Self {
         WorkQueue::default()
     }
 
     /// Adds a batch read from the input.
-    pub fn push(&self, batch: Batch) {
+    pub fn push(&self, batch: Batch<P>) {
         self.state.lock().fresh.push_back(batch);
         self.ready.notify_one();
     }
 
     /// Hands back batches that a failed connection sent but got no answer for.
-    pub fn resend(&self, batches: impl IntoIterator<Item = Batch>) {
+    pub fn resend(&self, batches: impl IntoIterator<Item = Batch<P>>) {
         let mut state = self.state.lock();
         let before = state.resend.len();
         state.resend.extend(batches.into_iter().map(|batch| (batch.seq, batch)));
@@ -83,7 +93,7 @@ impl WorkQueue {
     }
 
     /// The next batch to send, resends first; `None` once the run is over. Cancel-safe.
-    pub async fn next(&self) -> Option<Batch> {
+    pub async fn next(&self) -> Option<Batch<P>> {
         loop {
             // Registered before looking, so that a push between the look and the wait
             // still wakes this task.
@@ -128,7 +138,7 @@ mod tests {
 
     #[tokio::test]
     async fn resends_come_first_in_order() {
-        let queue = WorkQueue::new();
+        let queue: WorkQueue = WorkQueue::new();
         queue.push(batch(5));
         queue.resend([batch(3), batch(1)]);
         let mut order = Vec::new();
@@ -140,7 +150,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_task_waiting_for_the_end_takes_no_wake_up_from_a_consumer() {
-        let queue = Arc::new(WorkQueue::new());
+        let queue: Arc<WorkQueue> = Arc::new(WorkQueue::new());
         let watcher = {
             let queue = Arc::clone(&queue);
             tokio::spawn(async move { queue.finished().await })
@@ -161,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_consumers_wake_on_push_and_on_finish() {
-        let queue = Arc::new(WorkQueue::new());
+        let queue: Arc<WorkQueue> = Arc::new(WorkQueue::new());
         let consumer = |queue: &Arc<WorkQueue>| {
             let queue = Arc::clone(queue);
             tokio::spawn(async move { queue.next().await.map(|b| b.seq) })

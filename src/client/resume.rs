@@ -125,6 +125,48 @@ pub enum ResumeError {
         /// The JSON parser's complaint.
         reason: String,
     },
+    /// The rows a table output answers are not this input's.
+    #[error("{output} answers {input_was}, not this input: its first {rows} rows differ")]
+    RowsDiffer {
+        /// The output.
+        output: PathBuf,
+        /// The input the output was written from, as it was named then.
+        input_was: String,
+        /// Rows compared.
+        rows: u64,
+    },
+    /// A table output answers more rows (or lines) than the input has.
+    #[error(
+        "{output} answers {output_rows} rows but the input has only {input_rows}: not this input's output"
+    )]
+    FewerRows {
+        /// The output.
+        output: PathBuf,
+        /// Rows the output answers.
+        output_rows: u64,
+        /// Rows (or lines) in the input.
+        input_rows: u64,
+    },
+    /// A text output of a table run is shorter than its last checkpoint counted.
+    #[error(
+        "{output} is {len} bytes long but was {saved} when its run last saved: it was cut or changed since"
+    )]
+    Shrunk {
+        /// The output.
+        output: PathBuf,
+        /// Its length.
+        len: u64,
+        /// Its length at the last checkpoint.
+        saved: u64,
+    },
+    /// The rows of a table output cannot be read back.
+    #[error("cannot read the rows of {output} back: it {source}")]
+    ReadBack {
+        /// The file read.
+        output: PathBuf,
+        /// Why.
+        source: crate::client::table::write::ReadBackError,
+    },
     /// The input could not be read while skipping the answered lines.
     #[error(transparent)]
     Input(#[from] InputError),
@@ -150,10 +192,10 @@ pub struct OutputOptions {
     pub max_message_bytes: usize,
 }
 
-/// The file that proves what an output answers.
+/// The file that proves what a JSON-lines output of a JSON-lines input answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SidecarFile {
+pub struct SidecarFile {
     format: String,
     /// The input as it was named (a path, or `-`): for messages only, since the same lines
     /// read from elsewhere (stdin, a compressed copy) are the same input.
@@ -169,11 +211,11 @@ pub fn sidecar_path(output: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Saves checkpoints of a run writing to a file.
+/// Saves checkpoints of a run writing to a file: `F` is what the sidecar holds.
 #[derive(Debug)]
-pub struct Sidecar {
+pub struct Sidecar<F: Serialize = SidecarFile> {
     path: PathBuf,
-    file: SidecarFile,
+    file: F,
     saved_at: Instant,
 }
 
@@ -187,8 +229,20 @@ impl Sidecar {
         checkpoint: Checkpoint,
     ) -> Result<Self, ResumeError> {
         let file = SidecarFile { format: FORMAT.to_owned(), input, options, checkpoint };
+        Sidecar::write_new(output, file)
+    }
+
+    /// Saves `checkpoint`, which the output (already flushed) must cover.
+    pub fn save(&mut self, checkpoint: Checkpoint) -> Result<(), ResumeError> {
+        self.update(|file| file.checkpoint = checkpoint)
+    }
+}
+
+impl<F: Serialize> Sidecar<F> {
+    /// The sidecar of `output`, holding `file`, written now.
+    pub fn write_new(output: &Path, file: F) -> Result<Self, ResumeError> {
         let mut sidecar = Sidecar { path: sidecar_path(output), file, saved_at: Instant::now() };
-        sidecar.save(checkpoint)?;
+        sidecar.update(|_| ())?;
         Ok(sidecar)
     }
 
@@ -197,10 +251,10 @@ impl Sidecar {
         self.saved_at.elapsed() >= CHECKPOINT_EVERY
     }
 
-    /// Saves `checkpoint`, which the output (already flushed) must cover. Written to a
-    /// temporary file and renamed, so that a crash leaves the old sidecar or the new one.
-    pub fn save(&mut self, checkpoint: Checkpoint) -> Result<(), ResumeError> {
-        self.file.checkpoint = checkpoint;
+    /// Changes what the sidecar holds with `change`, and saves it. Written to a temporary
+    /// file and renamed, so that a crash leaves the old sidecar or the new one.
+    pub fn update(&mut self, change: impl FnOnce(&mut F)) -> Result<(), ResumeError> {
+        change(&mut self.file);
         let mut temporary = self.path.clone().into_os_string();
         temporary.push(".tmp");
         let temporary = PathBuf::from(temporary);
@@ -293,25 +347,60 @@ pub fn resume(
 
 /// Reads the sidecar of `output`, which must exist and be ours.
 fn read_sidecar(output: &Path) -> Result<SidecarFile, ResumeError> {
-    let sidecar = sidecar_path(output);
-    let text = match std::fs::read(&sidecar) {
-        Ok(text) => text,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar });
-        }
-        Err(err) => return Err(io_error("read", &sidecar)(err)),
+    let Some(text) = sidecar_text(output)? else {
+        return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar: sidecar_path(output) });
     };
+    let sidecar = sidecar_path(output);
+    if let Some(format) = sidecar_format(&text).filter(|format| format != FORMAT) {
+        return Err(written_as(output, &format, &text));
+    }
     let saved: SidecarFile = serde_json::from_slice(&text)
         .map_err(|err| ResumeError::BadSidecar { sidecar: sidecar.clone(), reason: err.to_string() })?;
-    if saved.format != FORMAT {
-        return Err(ResumeError::BadSidecar { sidecar, reason: format!("format {:?}", saved.format) });
-    }
     Ok(saved)
 }
 
+/// The text of `output`'s sidecar, `None` when there is none.
+pub fn sidecar_text(output: &Path) -> Result<Option<Vec<u8>>, ResumeError> {
+    let sidecar = sidecar_path(output);
+    match std::fs::read(&sidecar) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(io_error("read", &sidecar)(err)),
+    }
+}
+
+/// The `format` a sidecar's text names, if it is a JSON object naming one.
+pub fn sidecar_format(text: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Format {
+        format: String,
+    }
+    serde_json::from_slice::<Format>(text).ok().map(|f| f.format)
+}
+
+/// The formats a sidecar of `format` was written with, in words, as
+/// [`ResumeError::OptionsDiffer`] says them.
+pub fn formats_of(format: &str, text: &[u8]) -> String {
+    match format {
+        FORMAT => "JSON lines out of JSON lines".to_owned(),
+        _ => crate::client::table::resume::formats_of(text)
+            .unwrap_or_else(|| format!("a sidecar of {format:?}")),
+    }
+}
+
+/// The error for a sidecar of another kind of run (`format`, its text `text`).
+fn written_as(output: &Path, format: &str, text: &[u8]) -> ResumeError {
+    ResumeError::OptionsDiffer {
+        output: output.to_owned(),
+        was: formats_of(format, text),
+        now: "JSON lines out of JSON lines".into(),
+    }
+}
+
 /// The input lines [`skip_answered`] went past.
-struct Skipped {
-    fingerprint: Fingerprint,
+pub struct Skipped {
+    /// Their fingerprint, to go on from.
+    pub fingerprint: Fingerprint,
     /// The last of them, with its text in `text`.
     last: Option<Line>,
     text: Vec<u8>,
@@ -325,11 +414,23 @@ fn skip_answered(
     lines: u64,
     reader: &mut ProblemReader,
 ) -> Result<Skipped, ResumeError> {
+    skip_lines(output, saved.checkpoint, &saved.input, lines, reader)
+}
+
+/// Reads `lines` non-blank lines of the input, checking on the way that the first
+/// `checkpoint.lines` of them are those of `checkpoint` (of the input named `input_was`).
+pub fn skip_lines(
+    output: &Path,
+    checkpoint: Checkpoint,
+    input_was: &str,
+    lines: u64,
+    reader: &mut ProblemReader,
+) -> Result<Skipped, ResumeError> {
     let mut skipped = Skipped { fingerprint: Fingerprint::default(), last: None, text: Vec::new() };
     let mut checked = false;
     loop {
-        if !checked && skipped.fingerprint.lines() == saved.checkpoint.lines {
-            check_fingerprint(output, saved, &skipped.fingerprint)?;
+        if !checked && skipped.fingerprint.lines() == checkpoint.lines {
+            check_fingerprint(output, checkpoint, input_was, &skipped.fingerprint)?;
             checked = true;
         }
         if skipped.fingerprint.lines() == lines {
@@ -364,15 +465,20 @@ fn compare_options(output: &Path, was: OutputOptions, now: OutputOptions) -> Res
     Ok(())
 }
 
-fn check_fingerprint(output: &Path, saved: &SidecarFile, now: &Fingerprint) -> Result<(), ResumeError> {
-    if now.checkpoint() == saved.checkpoint {
+fn check_fingerprint(
+    output: &Path,
+    saved: Checkpoint,
+    input_was: &str,
+    now: &Fingerprint,
+) -> Result<(), ResumeError> {
+    if now.checkpoint() == saved {
         return Ok(());
     }
     Err(ResumeError::InputDiffers {
         output: output.to_owned(),
-        input_was: saved.input.clone(),
-        lines: saved.checkpoint.lines,
-        input_line: saved.checkpoint.input_line,
+        input_was: input_was.to_owned(),
+        lines: saved.lines,
+        input_line: saved.input_line,
     })
 }
 

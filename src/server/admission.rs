@@ -359,6 +359,25 @@ impl Share {
         self.pool.revoke(taken_back);
         Ok(())
     }
+
+    /// Gives back what this holds beyond `amount` (nothing if it was taken back).
+    pub(crate) fn shrink_to(&mut self, amount: usize) {
+        if amount >= self.amount {
+            return;
+        }
+        let less = self.amount - amount;
+        let waiters = {
+            let mut holdings = self.pool.holdings.lock();
+            let Some(client) = holdings.clients.get_mut(&self.client) else { return };
+            let Some(entry) = client.entries.get_mut(&self.id) else { return };
+            entry.amount -= less;
+            client.held -= less;
+            holdings.total -= less;
+            std::mem::take(&mut holdings.waiters)
+        };
+        self.amount = amount;
+        waiters.into_iter().for_each(Waker::wake);
+    }
 }
 
 impl Drop for Share {

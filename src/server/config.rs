@@ -121,9 +121,15 @@ pub struct LimitsConfig {
           value_parser = clap::value_parser!(u8).range(1..=128))]
     pub peer_ipv6_prefix: u8,
     /// Request header naming the client's address for the per-client limits (for
-    /// example x-real-ip), set by a proxy in front; only for a proxy that overwrites it.
+    /// example x-real-ip), set by a proxy in front that overwrites it; believed only on
+    /// connections from --trusted-proxy, which it needs.
     #[arg(long)]
     pub peer_header: Option<http::HeaderName>,
+    /// Addresses of the proxies whose --peer-header is believed, as networks in CIDR
+    /// notation or single addresses (10.0.0.0/8, 192.0.2.7, 2001:db8::/32); repeat the
+    /// flag or separate with commas. From any other address the header is ignored.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',', value_parser = parse_proxy)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
     /// Upper bound in seconds on any call (a client's shorter deadline wins); 0 is none.
     #[arg(long, value_name = "SECONDS", default_value_t = LimitsConfig::default().request_timeout)]
     pub request_timeout: Timeout,
@@ -145,16 +151,51 @@ impl Default for LimitsConfig {
             max_request_bytes_per_peer: None,
             peer_ipv6_prefix: super::admission::Grouping::default().ipv6_prefix,
             peer_header: None,
+            trusted_proxy: Vec::new(),
             request_timeout: Timeout(None),
         }
     }
 }
 
 impl LimitsConfig {
+    /// Checks that `--peer-header` and `--trusted-proxy` come together: a header believed
+    /// from anyone would let any client name itself anyone, and so take as many shares
+    /// as it likes or use up another client's.
+    pub fn check_proxies(&self) -> Result<(), ProxyConfigError> {
+        match (&self.peer_header, self.trusted_proxy.is_empty()) {
+            (Some(header), true) => Err(ProxyConfigError::HeaderWithoutProxies(header.to_string())),
+            (None, false) => Err(ProxyConfigError::ProxiesWithoutHeader),
+            _ => Ok(()),
+        }
+    }
+
     /// Which addresses the fair shares count as one client.
     pub(crate) fn grouping(&self) -> super::admission::Grouping {
         super::admission::Grouping { ipv6_prefix: self.peer_ipv6_prefix }
     }
+}
+
+/// `--peer-header` and `--trusted-proxy` given without each other.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyConfigError {
+    /// A header with no proxy to believe it from.
+    #[error(
+        "--peer-header {0} needs --trusted-proxy CIDR, the addresses of the proxies that set it: \
+         from any other address the header would let a client name itself anyone"
+    )]
+    HeaderWithoutProxies(String),
+    /// Proxies with no header to read.
+    #[error("--trusted-proxy needs --peer-header NAME, the header those proxies set")]
+    ProxiesWithoutHeader,
+}
+
+/// A `--trusted-proxy` value: a network in CIDR notation, or a single address.
+fn parse_proxy(value: &str) -> Result<ipnet::IpNet, String> {
+    let value = value.trim();
+    value
+        .parse::<ipnet::IpNet>()
+        .or_else(|_| value.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{value:?} is not an address or a network in CIDR notation (10.0.0.0/8)"))
 }
 
 /// HTTP/2 and gRPC transport settings.
@@ -381,18 +422,32 @@ pub enum ConfigError {
     /// The table file cannot be used.
     #[error("stone game iv table: {0}")]
     IvTable(crate::iv_table_file::IvTableFileError),
+    /// The Nim Square table file cannot be used.
+    #[error("nim square table: {0}")]
+    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// `--peer-header` and `--trusted-proxy` do not come together.
+    #[error(transparent)]
+    Proxies(#[from] ProxyConfigError),
 }
 
-/// Checks what start-up would load without binding a port or writing a file: the TLS
-/// files load, and the table file (if any) is a table or absent, in a directory that
-/// exists. A damaged table is not an error here either: start-up recomputes it.
+/// Checks what start-up would load without binding a port or keeping a file: the TLS
+/// files load, and each table file (if any) is a table or absent, in a directory that
+/// exists and takes a new file (one is created and removed). A damaged table is not an
+/// error here either: start-up recomputes it.
 pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
+    config.limits.check_proxies()?;
     if let Some(settings) = config.tls.settings() {
         super::ReloadableTls::load(settings)?;
     }
     if let Some(path) = &config.iv_table.file {
         let table = crate::games::StoneGameIvTable::new(config.iv_table.max_n);
         crate::iv_table_file::IvTableStore::new(path.clone()).open(&table).map_err(ConfigError::IvTable)?;
+    }
+    if let Some(path) = &config.grundy_table.file {
+        let table = crate::games::GrundyTable::new(config.grundy_table.max_n);
+        crate::grundy_table_file::GrundyTableStore::new(path.clone())
+            .open(&table)
+            .map_err(ConfigError::GrundyTable)?;
     }
     Ok(())
 }
@@ -435,6 +490,22 @@ mod tests {
         let parsed = parse(&[]).unwrap();
         let default = ServerConfig::default();
         assert_eq!(format!("{parsed:?}"), format!("{default:?}"));
+    }
+
+    #[test]
+    fn trusted_proxies_are_networks_or_addresses_and_need_the_header() {
+        let parsed =
+            parse(&["--peer-header", "x-real-ip", "--trusted-proxy", "10.0.0.0/8, 192.0.2.7,2001:db8::/32"])
+                .unwrap();
+        let proxies: Vec<String> = parsed.limits.trusted_proxy.iter().map(ToString::to_string).collect();
+        assert_eq!(proxies, ["10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"]);
+        assert_eq!(parsed.limits.check_proxies(), Ok(()));
+        let err = parse(&["--trusted-proxy", "10.0.0.0/33"]).unwrap_err().to_string();
+        assert!(err.contains("\"10.0.0.0/33\" is not an address or a network in CIDR notation"), "{err}");
+        let header_alone = parse(&["--peer-header", "x-real-ip"]).unwrap().limits.check_proxies();
+        assert_eq!(header_alone, Err(ProxyConfigError::HeaderWithoutProxies("x-real-ip".into())));
+        let proxies_alone = parse(&["--trusted-proxy", "127.0.0.1"]).unwrap().limits.check_proxies();
+        assert_eq!(proxies_alone, Err(ProxyConfigError::ProxiesWithoutHeader));
     }
 
     #[test]

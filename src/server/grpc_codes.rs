@@ -6,7 +6,10 @@
 //!   carries `Connect-Timeout-Ms`) has no `grpc-timeout` yet: the Connect door's
 //!   translation adds one, and it is enforced here;
 //! - a request message above `--max-message-bytes` is `RESOURCE_EXHAUSTED` (tonic's
-//!   decoder says `OUT_OF_RANGE`; grpc-go and grpc-java say `RESOURCE_EXHAUSTED`).
+//!   decoder says `OUT_OF_RANGE`; grpc-go and grpc-java say `RESOURCE_EXHAUSTED`);
+//! - a gRPC-Web request body tonic-web cannot read (`grpc-web-text` that is not base64) is
+//!   `INVALID_ARGUMENT`, the client's fault: tonic-web says `INTERNAL`, which would count
+//!   as a server error and let any client fire the server-error alert.
 //!
 //! The layer sits between tonic's transport and the services; a call whose deadline
 //! passes is dropped, so the solver skips the work it had not started.
@@ -73,7 +76,7 @@ where
                     Err(_) => return Ok(Status::deadline_exceeded(deadline.expired()).into_http()),
                 },
             };
-            Ok(resource_exhausted_for_large_messages(response))
+            Ok(client_faults(response))
         })
     }
 }
@@ -122,21 +125,35 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     })
 }
 
-/// Rewrites tonic's `OUT_OF_RANGE` for an over-limit request into `RESOURCE_EXHAUSTED`,
-/// keeping its message. Only a trailers-only response (a unary call that failed before
-/// its handler ran) carries it in the headers; streaming calls see the decode error in
-/// their request stream, where the service maps it with [`over_limit_is_exhausted`].
-fn resource_exhausted_for_large_messages(mut response: http::Response<Body>) -> http::Response<Body> {
+/// Rewrites the statuses of a request the client got wrong: tonic's `OUT_OF_RANGE` for an
+/// over-limit message into `RESOURCE_EXHAUSTED`, and tonic-web's `INTERNAL` for a body it
+/// cannot read into `INVALID_ARGUMENT`, keeping their messages. Only a trailers-only
+/// response (a unary call that failed before its handler ran) carries them in the
+/// headers; streaming calls see the decode error in their request stream, where the
+/// service maps it with [`over_limit_is_exhausted`].
+fn client_faults(mut response: http::Response<Body>) -> http::Response<Body> {
     let Some(status) = Status::from_header_map(response.headers()) else {
         return response;
     };
-    let rewritten = over_limit_is_exhausted(status);
-    if rewritten.code() == Code::ResourceExhausted {
+    let rewritten = match over_limit_is_exhausted(status) {
+        status if status.code() == Code::Internal && status.message().starts_with(TONIC_WEB_DECODE) => {
+            Status::invalid_argument(format!(
+                "malformed gRPC-Web request: {}",
+                &status.message()[TONIC_WEB_DECODE.len()..]
+            ))
+        }
+        status => status,
+    };
+    if matches!(rewritten.code(), Code::ResourceExhausted | Code::InvalidArgument) {
         // add_header only fails on a message that cannot be a header; ours came from one.
         let _ = rewritten.add_header(response.headers_mut());
     }
     response
 }
+
+/// What tonic-web's errors start with; in a request's status, every one is about a body
+/// it could not read (its response errors never reach this layer).
+const TONIC_WEB_DECODE: &str = "tonic-web: ";
 
 #[cfg(test)]
 mod tests {

@@ -90,6 +90,9 @@ pub enum ServeError {
     /// The Nim Square table file cannot be used.
     #[error("nim square table: {0}")]
     GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// `--peer-header` and `--trusted-proxy` do not come together.
+    #[error(transparent)]
+    Proxies(#[from] config::ProxyConfigError),
     /// A `--grpc-web-origin` is not an origin.
     #[error("--grpc-web-origin {origin}: {reason}")]
     GrpcWebOrigin {
@@ -117,11 +120,13 @@ pub struct Server {
 
 impl Server {
     /// Step 1: everything that can fail before serving, in the order a person fixes
-    /// them: the gRPC-Web origins, the TLS files, the table file (loaded now, so that the
-    /// first call is answered from it), then the ports. Nothing is served yet; the
-    /// open-file limit is raised and `--max-connections` fitted under it first.
+    /// them: the proxy flags, the gRPC-Web origins, the TLS files, the table file (loaded
+    /// now, so that the first call is answered from it), then the ports. Nothing is
+    /// served yet; the open-file limit is raised and `--max-connections` fitted under it
+    /// first.
     pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
         open_files::fit_connections(&mut config);
+        config.limits.check_proxies()?;
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {

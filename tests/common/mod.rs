@@ -207,6 +207,21 @@ impl Drop for ServerProcess {
     }
 }
 
+/// The client binary.
+pub const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
+
+/// Runs the client to completion; returns its status and stderr.
+pub fn client(args: &[&str]) -> (ExitStatus, String) {
+    let output =
+        Command::new(CLIENT).args(args).stdin(Stdio::null()).output().expect("run gamesolver-client");
+    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// A path as a command-line argument.
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
 /// Writes `count` generated problems to `path`.
 pub fn generate(path: &Path, count: u64, seed: u64) {
     let config = GenConfig { count, seed, ..GenConfig::default() };

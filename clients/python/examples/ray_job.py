@@ -2,7 +2,7 @@
 """Solves a Parquet file of problems with Ray Data, each block through gamesolver servers.
 
     python examples/ray_job.py INPUT.parquet OUTPUT_DIR --server HOST:PORT [--server ...]
-        [--winner-only]
+        [--workers N] [--blocks N] [--winner-only]
 
 ``map_batches(batch_format="pyarrow")`` hands each block to
 :func:`gamesolver_client.flight.solve_table`, which starts with a server of its own and
@@ -11,7 +11,7 @@ OUTPUT_DIR. Needs ray[data] and the package with its ``flight`` extra:
 pip install './clients/python[flight]' 'ray[data]'
 """
 import argparse
-import itertools
+import os
 
 import pyarrow as pa
 import ray
@@ -20,16 +20,18 @@ from gamesolver_client import flight
 
 
 class Solver:
-    """One per Ray worker: its own first server, taken in turn."""
-
-    turns = itertools.count()
+    """One per Ray worker process: each block starts with the next server in turn, from
+    a place of the worker's own, so that blocks spread over the servers."""
 
     def __init__(self, servers, winner_only):
-        first = next(Solver.turns) % len(servers)
-        self.servers, self.winner_only = servers[first:] + servers[:first], winner_only
+        self.servers, self.winner_only = servers, winner_only
+        self.turn = os.getpid()
 
     def __call__(self, block: pa.Table) -> pa.Table:
-        return flight.solve_table(block, self.servers, "mixed", winner_only=self.winner_only, retry_for=30)
+        self.turn += 1
+        first = self.turn % len(self.servers)
+        servers = self.servers[first:] + self.servers[:first]
+        return flight.solve_table(block, servers, "mixed", winner_only=self.winner_only, retry_for=30)
 
 
 def main() -> None:
@@ -39,12 +41,19 @@ def main() -> None:
     parser.add_argument("--server", action="append", required=True, help="a server; repeat for more")
     parser.add_argument("--winner-only", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--blocks", type=int, default=0,
+                        help="split the rows into this many blocks first (0: as read)")
     args = parser.parse_args()
 
     ray.init(include_dashboard=False, log_to_driver=False)
     problems = ray.data.read_parquet(args.input)
+    if args.blocks:
+        problems = problems.repartition(args.blocks)
+    # A solver mostly waits on its server: half a CPU each leaves the readers and writers
+    # theirs (on 2 cores, whole CPUs for 2 solvers starve the Parquet read).
     answers = problems.map_batches(Solver, fn_constructor_args=(args.server, args.winner_only),
-                                   batch_format="pyarrow", batch_size=65536, concurrency=args.workers)
+                                   batch_format="pyarrow", batch_size=65536, concurrency=args.workers,
+                                   num_cpus=0.5)
     answers.write_parquet(args.output)
     ray.shutdown()
 

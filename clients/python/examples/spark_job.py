@@ -2,7 +2,7 @@
 """Solves a Parquet file of problems on Spark, each partition through gamesolver servers.
 
     python examples/spark_job.py INPUT.parquet OUTPUT_DIR --server HOST:PORT [--server ...]
-        [--master local[2]] [--winner-only]
+        [--master local[2]] [--partitions N] [--winner-only]
 
 Each partition streams its rows to a server with ``DataFrame.mapInArrow`` and
 :func:`gamesolver_client.flight.solve_batches`, starting with a different server a
@@ -13,6 +13,8 @@ signed (``signed=True``). Needs pyspark and the package with its ``flight`` extr
 pip install './clients/python[flight]' pyspark
 """
 import argparse
+import os
+import sys
 
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
@@ -48,8 +50,12 @@ def main() -> None:
     parser.add_argument("--server", action="append", required=True, help="a server; repeat for more")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--winner-only", action="store_true")
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="spread the rows over this many partitions first (0: as read)")
     args = parser.parse_args()
 
+    # The workers run this interpreter, which has the package (a cluster sets its own).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(args.master).appName("gamesolver")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
              .config("spark.ui.enabled", "false").getOrCreate())
@@ -59,6 +65,8 @@ def main() -> None:
     problems = problems.select(*columns)
     if "id" not in problems.columns:
         problems = problems.withColumn("id", F.monotonically_increasing_id())
+    if args.partitions:
+        problems = problems.repartition(args.partitions)
     servers, winner_only = args.server, args.winner_only
 
     def solve(batches):

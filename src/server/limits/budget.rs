@@ -17,8 +17,8 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::inflate::{self, Inflate};
-use super::{units, CallLimits, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{FairShare, Holder, Share};
+use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
+use crate::server::admission::{FairShare, Holder, Refusal, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -30,12 +30,22 @@ enum Phase {
     Announced { compressed: bool, len: usize },
     /// Passing on the rest of an uncompressed message.
     Passing { left: usize },
-    /// Collecting a compressed message of `len` bytes, to inflate it whole.
-    Collecting { len: usize },
+    /// Collecting a message of `len` bytes: a compressed one to inflate it whole, a
+    /// solver request to charge it what it decodes to.
+    Collecting { compressed: bool, len: usize },
     /// Waiting for one of the few inflation slots, holding the compressed message.
     AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
     Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
+}
+
+/// What a call's request messages are: how they are compressed, and what they carry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Messages {
+    /// Their compression, when it is one this layer inflates.
+    pub(super) inflate: Option<Inflate>,
+    /// What they carry, for charging them decoded.
+    pub(super) requests: Requests,
 }
 
 /// A request body whose messages are admitted against the server-wide budget and whose
@@ -43,6 +53,8 @@ enum Phase {
 pub(super) struct Budgeted {
     inner: Body,
     inflate: Option<Inflate>,
+    /// What the messages are, for charging them decoded.
+    requests: Requests,
     buf: BytesMut,
     phase: Phase,
     messages: u64,
@@ -61,7 +73,7 @@ impl Budgeted {
     /// for `holder`.
     pub(super) fn new(
         inner: Body,
-        inflate: Option<Inflate>,
+        messages: Messages,
         peer: IpAddr,
         holder: Arc<dyn Holder>,
         held: Arc<Mutex<Option<Share>>>,
@@ -70,7 +82,8 @@ impl Budgeted {
     ) -> Self {
         Budgeted {
             inner,
-            inflate,
+            inflate: messages.inflate,
+            requests: messages.requests,
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
@@ -125,11 +138,17 @@ impl Budgeted {
                         return Poll::Pending;
                     };
                     *self.held.lock() = Some(share);
-                    self.phase = match (*compressed, self.inflate) {
-                        (true, Some(_)) => Phase::Collecting { len: *len },
-                        // Uncompressed, or compressed without a known encoding, which
-                        // tonic refuses.
-                        _ => Phase::Passing { left: *len + GRPC_HEADER },
+                    let (compressed, len) = (*compressed, *len);
+                    self.phase = match (compressed, self.inflate, self.requests) {
+                        (true, Some(_), _) => Phase::Collecting { compressed, len },
+                        (false, _, Requests::OneProblem | Requests::Problems) => {
+                            // Paid for: the message's room at once, not by doubling.
+                            self.buf.reserve((GRPC_HEADER + len).saturating_sub(self.buf.len()));
+                            Phase::Collecting { compressed, len }
+                        }
+                        // Another service's, or compressed without a known encoding,
+                        // which tonic refuses.
+                        _ => Phase::Passing { left: len + GRPC_HEADER },
                     };
                 }
                 Phase::Passing { left } => {
@@ -144,13 +163,19 @@ impl Budgeted {
                     }
                     return Poll::Ready(Some(Ok(self.buf.split_to(take).freeze())));
                 }
-                Phase::Collecting { len } => {
-                    let len = *len;
+                Phase::Collecting { compressed, len } => {
+                    let (compressed, len) = (*compressed, *len);
                     if self.buf.len() < GRPC_HEADER + len {
                         return Poll::Ready(None);
                     }
                     let message = self.buf.split_to(GRPC_HEADER + len).freeze();
-                    self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                    if compressed {
+                        self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                        continue;
+                    }
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    return Poll::Ready(Some(self.charge_decoded(&message).map(|()| message)));
                 }
                 Phase::AwaitingInflation { message, slot } => {
                     let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
@@ -183,10 +208,52 @@ impl Budgeted {
                         }
                         Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
                     };
-                    return Poll::Ready(Some(inflated.map(Bytes::from)));
+                    let charged = inflated.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    return Poll::Ready(Some(charged.map(Bytes::from)));
                 }
             }
         }
+    }
+
+    /// Charges a whole solver request `frame` (header included) its bytes and what it
+    /// decodes to, in place of the copies charged while it arrived: the share grows
+    /// (never waiting, as inflating does) or gives back the difference. One costing more
+    /// than a client may hold runs alone within that, as long as it costs no more than
+    /// the largest message could as its bytes and a copy (what it was charged before its
+    /// decoded size was known); beyond that it is refused, undecoded.
+    fn charge_decoded(&self, frame: &[u8]) -> Result<(), Status> {
+        let one_problem = match self.requests {
+            Requests::OneProblem => true,
+            Requests::Problems => false,
+            Requests::Other => return Ok(()),
+        };
+        let decoded = crate::codec::decoded_request_bytes(&frame[GRPC_HEADER..], one_problem);
+        let cost = units(frame.len()) + units(decoded);
+        let mut held = self.held.lock();
+        let Some(share) = held.as_mut() else { return Ok(()) };
+        let cap = share.cap();
+        let copies = units(self.limits.max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
+        let past_cap = || {
+            Status::resource_exhausted(format!(
+                "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
+                cap * BUDGET_UNIT
+            ))
+        };
+        let wanted = match cost {
+            _ if cost <= cap => cost,
+            _ if cost <= copies => cap,
+            _ => return Err(past_cap()),
+        };
+        if wanted <= share.amount() {
+            share.shrink_to(wanted);
+            return Ok(());
+        }
+        share.try_grow(wanted - share.amount()).map_err(|refusal| match refusal {
+            Refusal::PeerCap => past_cap(),
+            Refusal::Full { .. } => Status::resource_exhausted(
+                "server overloaded: its memory for request messages is in use; retry later",
+            ),
+        })
     }
 
     /// Ends a call that owes bytes and has sent none for the stream idle timeout.

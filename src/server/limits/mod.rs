@@ -1,7 +1,7 @@
 //! Load shedding and the request memory budget, as one tower layer over every service.
 //!
 //! Calls and request bytes are fair shares among clients (remote IP addresses, or the
-//! address a trusted proxy names in `--peer-header`), by the rule in
+//! address a `--trusted-proxy` names in `--peer-header`), by the rule in
 //! [`super::admission`]: at the server-wide limit a client within its fair share still
 //! gets in, and the client holding the most gives way, so no number of heavy clients can
 //! take the server from the others (`docs/operations.md`, Limits).
@@ -20,6 +20,9 @@
 //!   front of another peer's small message.
 //! - Compressed messages are inflated here, not by tonic, so that the inflated bytes are
 //!   counted as they grow ([`inflate`]).
+//! - A solver request is read whole here, then charged what it decodes to (8 bytes a
+//!   stone or pile, a struct a problem), which can be many times its bytes, before
+//!   tonic decodes it; one that cannot have that much is refused undecoded.
 //! - A call whose first message, or the rest of a message it has begun, does not come
 //!   within `stream_idle_timeout` ends with `DEADLINE_EXCEEDED`.
 //!
@@ -54,7 +57,9 @@ mod inflate;
 const BUDGET_UNIT: usize = 1024;
 
 /// Copies of a request message the server holds at once: the bytes tonic buffers and
-/// the message decoded from them. The budget charges each message this many times.
+/// the message decoded from them. The budget charges a message this many times its
+/// bytes while they arrive; a solver request, once read, is charged its bytes and what
+/// it decodes to instead ([`budget`]).
 const MESSAGE_COPIES: usize = 2;
 
 /// Length of the gRPC message header: a compressed flag and a big-endian `u32` length.
@@ -62,6 +67,32 @@ const GRPC_HEADER: usize = 5;
 
 /// Requests to this service are neither limited nor counted as work.
 const EXEMPT_PREFIX: &str = "/grpc.health.v1.Health/";
+
+/// What a call's request messages are, for charging them by what they decode to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Requests {
+    /// `Solve`, `SolveStream`: a problem a message.
+    OneProblem,
+    /// `SolveBatch`, `SolveBatchStream`: problems.
+    Problems,
+    /// Any other service's: charged by their bytes alone.
+    Other,
+}
+
+impl Requests {
+    /// The requests of the method at `path`.
+    fn of(path: &str) -> Requests {
+        let method = path
+            .strip_prefix('/')
+            .and_then(|path| path.strip_prefix(crate::pb::game_solver_service_server::SERVICE_NAME))
+            .and_then(|path| path.strip_prefix('/'));
+        match method {
+            Some("Solve" | "SolveStream") => Requests::OneProblem,
+            Some("SolveBatch" | "SolveBatchStream") => Requests::Problems,
+            _ => Requests::Other,
+        }
+    }
+}
 
 /// The message of a call ended to make room for a client within its fair share.
 const PREEMPTED: &str =
@@ -75,6 +106,8 @@ pub(crate) struct CallLimits {
     pub(crate) stream_idle_timeout: Option<Duration>,
     /// The request header that names the peer, set by a trusted proxy.
     pub(crate) peer_header: Option<http::HeaderName>,
+    /// The proxies whose `peer_header` is believed.
+    pub(crate) trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl From<&super::ServerConfig> for CallLimits {
@@ -85,6 +118,7 @@ impl From<&super::ServerConfig> for CallLimits {
             max_message_bytes: limits.max_message_bytes,
             stream_idle_timeout: config.solver.stream_idle_timeout.0,
             peer_header: limits.peer_header.clone(),
+            trusted_proxies: limits.trusted_proxy.clone(),
         }
     }
 }
@@ -224,19 +258,26 @@ impl Drop for CallGuard {
     }
 }
 
-/// The peer a request counts against: the address a trusted proxy put in the peer
-/// header, or else the connection's remote address.
+/// The peer a request counts against: on a connection from a trusted proxy, the address
+/// it put in the peer header (the last, for a list); else the connection's remote address.
+/// A header from anyone else is ignored: believed, it would let a client name itself
+/// anyone.
 fn peer_of(
     request: &http::Request<Body>,
     connection: Option<&ConnectionInfo>,
     limits: &CallLimits,
 ) -> IpAddr {
-    let named = limits.peer_header.as_ref().and_then(|name| request.headers().get(name));
+    // An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d.
+    let remote = connection.and_then(|c| c.tcp.remote_addr).map(|addr| addr.ip().to_canonical());
+    let from_proxy = remote.is_some_and(|ip| limits.trusted_proxies.iter().any(|net| net.contains(&ip)));
+    let named =
+        limits.peer_header.as_ref().filter(|_| from_proxy).and_then(|name| request.headers().get(name));
     named
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(',').next_back())
-        .and_then(|value| value.trim().parse().ok())
-        .or_else(|| connection.and_then(|c| c.tcp.remote_addr).map(|addr| addr.ip()))
+        .and_then(|value| value.trim().parse::<IpAddr>().ok())
+        .map(|ip| ip.to_canonical())
+        .or(remote)
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
 }
 
@@ -323,9 +364,10 @@ where
                 request.headers_mut().insert("grpc-encoding", unknown);
             }
             let holder: Arc<dyn Holder> = guard.handle.clone().expect("a work call has a handle");
+            let messages = budget::Messages { inflate, requests: Requests::of(request.uri().path()) };
             let budget = Budgeted::new(
                 request_body,
-                inflate,
+                messages,
                 peer,
                 holder,
                 Arc::clone(&guard.held),

@@ -96,8 +96,8 @@ const (
 	// An error the server could not classify.
 	SolutionError_CODE_UNKNOWN SolutionError_Code = 2
 	// The problem is malformed (reasons NO_GAME, MISSING_PROBLEM, ODD_LENGTH,
-	// INVALID_CHARACTER; the bulk client adds INVALID_JSON and LINE_TOO_LONG, and Arrow
-	// tables NULL_INPUT, NEGATIVE_VALUE and SEVERAL_GAMES).
+	// INVALID_CHARACTER; the bulk client adds INVALID_JSON, LINE_TOO_LONG and
+	// INVALID_CELL, and Arrow tables NULL_INPUT, NEGATIVE_VALUE and SEVERAL_GAMES).
 	SolutionError_CODE_INVALID_ARGUMENT SolutionError_Code = 3
 	// The call's deadline passed before this problem was solved.
 	SolutionError_CODE_DEADLINE_EXCEEDED SolutionError_Code = 4
@@ -1326,8 +1326,8 @@ type SolutionError struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The stable, machine-readable reason, UPPER_SNAKE_CASE (ErrorInfo.reason): NO_GAME,
 	// MISSING_PROBLEM, ODD_LENGTH, INVALID_CHARACTER, PILE_ABOVE_LIMIT, SOLVER_PANICKED,
-	// SERVER_STOPPING, INVALID_JSON, LINE_TOO_LONG, NULL_INPUT, NEGATIVE_VALUE,
-	// SEVERAL_GAMES.
+	// SERVER_STOPPING, INVALID_JSON, LINE_TOO_LONG, INVALID_CELL, NULL_INPUT,
+	// NEGATIVE_VALUE, SEVERAL_GAMES.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The offending field of the request as a path from the request's problem (the
 	// BadRequest field violation), e.g. "problem.sum_game.num"; empty when no field is to

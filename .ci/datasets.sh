@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Datasets as data teams run them: a Parquet file of 10^6 mixed problems solved by a Spark
+# job (DataFrame.mapInArrow, local[2]) and by a Ray Data job (map_batches with pyarrow
+# batches), each through gamesolver_client.flight against three servers, one of them
+# killed mid-job (tests/datasets/killed_server.py). Each job must finish and its answers
+# equal `gamesolver-client solve` on the same file, whose Parquet output pyarrow reads
+# back here. PySpark (Java 17 is on the machine), Ray and pyarrow come from PyPI at pinned
+# versions into a venv under target/; the package is installed from clients/python.
+# Uses the release binaries in GAMESOLVER_RELEASE_DIR (what .ci/deploy.sh built), or
+# builds them. Environment: CARGO_TARGET_DIR, GAMESOLVER_RELEASE_DIR, DATASET_ROWS,
+# DATASET_ENGINES (default "spark ray").
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
+rows="${DATASET_ROWS:-1000000}"
+engines="${DATASET_ENGINES:-spark ray}"
+pyarrow_version=26.0.1
+pyspark_version=4.3.0
+ray_version=2.60.0
+
+log() { echo "datasets.sh: $*" >&2; }
+
+venv="$target/datasets-venv"
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('pyarrow') != '$pyarrow_version' or m.version('pyspark') != '$pyspark_version'
+         or m.version('ray') != '$ray_version')" 2>/dev/null; then
+    log "pip install pyarrow $pyarrow_version, pyspark $pyspark_version, ray[data] $ray_version"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "pyarrow==$pyarrow_version" "pyspark==$pyspark_version" \
+        "ray[data]==$ray_version"
+fi
+"$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
+java -version 2>&1 | grep -q 'version "1[7-9]\|version "2[0-9]' || { log "Spark needs Java 17 or newer"; exit 1; }
+
+bin="${GAMESOLVER_RELEASE_DIR:-}"
+if [[ -z $bin ]]; then
+    log "cargo build --release --bins"
+    cargo build --release --quiet --bins
+    bin="$target/release"
+fi
+
+work="$target/datasets"
+rm -rf "$work"
+mkdir -p "$work"
+data="$work/problems.parquet"
+reference="$work/reference.parquet"
+log "gen $rows mixed problems into $data"
+"$bin/gamesolver-client" gen --count "$rows" --seed 31 --mix sum=1,ix=1,iv=1,nim=1 --sum-len 2..24 --ix-len 0..24 --iv-n 0..1000000 \
+    --nim-piles 0..6 --nim-n 0..100000 -o "$data"
+log "gamesolver-client solve $data -o $reference (the reference)"
+"$bin/gamesolver-client" solve "$data" -o "$reference" --quiet || [[ $? == 1 ]]
+# The client's Parquet, read back by pyarrow: one answer a problem, the contract's columns.
+"$venv/bin/python" - "$data" "$reference" <<'PY'
+import sys
+import pyarrow.parquet as pq
+problems, answers = pq.read_table(sys.argv[1]), pq.read_table(sys.argv[2])
+assert answers.num_rows == problems.num_rows, (answers.num_rows, problems.num_rows)
+assert answers.column("id").equals(problems.column("id")), "answers out of input order"
+expected = ["id", "alice_wins", "move_index", "move_digit", "move_pile", "move_take", "nim_value",
+            "error_reason", "error_message"]
+assert answers.schema.names == expected, answers.schema.names
+print(f"datasets.sh: pyarrow reads the client's Parquet: {answers.num_rows} answers in input order")
+PY
+
+export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:-} -Xss4m"
+for engine in $engines; do
+    log "$engine job, three servers, one killed mid-job"
+    "$venv/bin/python" tests/datasets/killed_server.py "$engine" "$bin/gamesolver-server" "$venv/bin/python" \
+        "clients/python/examples/${engine}_job.py" "$data" "$reference" "$work"
+done

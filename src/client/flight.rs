@@ -1,0 +1,88 @@
+//! The Flight door: a table's batches through Arrow Flight `DoExchange`, each answered by
+//! one table of solutions of the same rows in the same order.
+//!
+//! The exchange's descriptor names what it solves (`["mixed"]` or one game, and
+//! `winner_only`), as the columnar contract says. Every answer is checked against its
+//! request before it leaves the connection's window: its row count, its columns and their
+//! types, and its ids, which must be the ones sent (the row numbers, when the table has no
+//! id). An answer that fails is the server's fault: its batch goes to another server and
+//! the server is not asked again.
+
+use arrow_array::RecordBatch;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::{FlightClient, FlightDescriptor};
+use arrow_schema::{Field, Schema};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use crate::client::answer_check::WrongAnswer;
+use crate::client::batch::Batch;
+use crate::client::connection::{Answers, ConnectionConfig, Door, Failure};
+use crate::client::table::answers;
+use crate::columnar::{self, Descriptor};
+
+/// Exchanges of one table's batches.
+#[derive(Debug, Clone)]
+pub(crate) struct Flight {
+    descriptor: Descriptor,
+    /// What every answer holds: the contract's table of solutions of `descriptor`'s games,
+    /// with the id as it is sent.
+    expected: Schema,
+}
+
+impl Flight {
+    /// The door for batches whose `id` column (the first) is `id`, solving `descriptor`.
+    pub(crate) fn new(descriptor: Descriptor, id: &Field) -> Self {
+        let id = Field::new(columnar::ID, id.data_type().clone(), true);
+        Flight { descriptor, expected: columnar::output_schema(descriptor.games, Some(&id)) }
+    }
+}
+
+/// A Flight error as the failure of an attempt: a status is the server's word (retried or
+/// not by its code), anything else an answer that does not decode.
+fn failure(err: FlightError) -> Failure {
+    match err {
+        FlightError::Tonic(status) => Failure::Status(*status),
+        err => Failure::Malformed(format!("it does not decode: {err}")),
+    }
+}
+
+impl Door for Flight {
+    type Payload = RecordBatch;
+
+    fn open(
+        &self,
+        channel: Channel,
+        config: &ConnectionConfig,
+        requests: tokio::sync::mpsc::Receiver<RecordBatch>,
+    ) -> BoxFuture<'static, Result<Answers<RecordBatch>, Failure>> {
+        let mut inner = FlightServiceClient::new(channel)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        if let Some(encoding) = config.compression {
+            inner = inner.send_compressed(encoding).accept_compressed(encoding);
+        }
+        let mut client = FlightClient::new_from_inner(inner);
+        let descriptor = FlightDescriptor::new_path(self.descriptor.path());
+        async move {
+            // One message a batch: the server answers each message it gets with one table,
+            // so the encoder must not split a batch (the reader bounds its size).
+            let data = FlightDataEncoderBuilder::new()
+                .with_flight_descriptor(Some(descriptor))
+                .with_max_flight_data_size(usize::MAX)
+                .build(ReceiverStream::new(requests).map(Ok));
+            let answers = client.do_exchange(data).await.map_err(failure)?;
+            Ok(answers.map_err(failure).boxed())
+        }
+        .boxed()
+    }
+
+    fn check(&self, batch: &Batch<RecordBatch>, answer: &RecordBatch) -> Result<(), WrongAnswer> {
+        answers::check(&batch.payload, answer, &self.expected)
+            .map_err(|reason| WrongAnswer::Table { seq: batch.seq, reason })
+    }
+}

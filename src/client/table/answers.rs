@@ -1,0 +1,470 @@
+//! Answers as tables: checking a server's table of solutions against the request it
+//! answers, and moving solutions between the two shapes the client writes (a table's
+//! columns, JSON lines of `Solution`).
+//!
+//! The columns are those of the contract ([`crate::columnar`]). A table carries an
+//! error's reason and message only, so a JSON line written from one has the `code` that
+//! reason always has, and no `field` or `metadata`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, PrimitiveArray, RecordBatch, StringArray};
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use arrow_schema::{ArrowError, Schema, SchemaRef};
+use tonic::Code;
+
+use super::csv::INVALID_CELL;
+use crate::client::output::write_solution_json;
+use crate::columnar::{
+    ALICE_WINS, ERROR_MESSAGE, ERROR_REASON, ID, MOVE_DIGIT, MOVE_INDEX, MOVE_PILE, MOVE_TAKE, NIM_VALUE,
+};
+use crate::convert::{self, ProblemError};
+use crate::games::{GameKind, SolveError};
+use crate::pb;
+use crate::pool::PoolError;
+
+/// Why an answer cannot be the answer to its request.
+pub fn check(request: &RecordBatch, answer: &RecordBatch, expected: &Schema) -> Result<(), String> {
+    if answer.num_rows() != request.num_rows() {
+        return Err(format!("answered {} rows for {} problems", answer.num_rows(), request.num_rows()));
+    }
+    for field in expected.fields() {
+        let Some(column) = answer.column_by_name(field.name()) else {
+            return Err(format!("its answer has no column {:?}", field.name()));
+        };
+        if column.data_type() != field.data_type() {
+            return Err(format!(
+                "its column {:?} is {}, not {}",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            ));
+        }
+    }
+    let (sent, echoed) = (request.column(0), answer.column_by_name(ID).expect("checked above"));
+    if sent.to_data() != echoed.to_data() {
+        let row = (0..sent.len()).find(|&row| sent.slice(row, 1).to_data() != echoed.slice(row, 1).to_data());
+        return Err(format!(
+            "its ids are not the request's (first at row {} of the batch)",
+            row.unwrap_or(0)
+        ));
+    }
+    Ok(())
+}
+
+/// The output rows of a checked `answer` to `request`: the id as sent (under the output's
+/// name for it), then the answer columns of `output`; no row is copied.
+pub fn output_rows(
+    output: &SchemaRef,
+    request: &RecordBatch,
+    answer: &RecordBatch,
+) -> Result<RecordBatch, ArrowError> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(output.fields().len());
+    columns.push(Arc::clone(request.column(0)));
+    for field in &output.fields()[1..] {
+        let column = answer
+            .column_by_name(field.name())
+            .ok_or_else(|| ArrowError::SchemaError(format!("no column {:?} in the answer", field.name())))?;
+        columns.push(Arc::clone(column));
+    }
+    RecordBatch::try_new(Arc::clone(output), columns)
+}
+
+/// `rows` (an output table) with the rows of `overrides` (by index, ascending) holding
+/// those errors instead of their answers.
+pub fn override_rows(
+    rows: &RecordBatch,
+    overrides: &[(usize, pb::Solution)],
+) -> Result<RecordBatch, ArrowError> {
+    let schema = rows.schema();
+    let mut columns = rows.columns().to_vec();
+    let mut mask = vec![false; rows.num_rows()];
+    for (row, _) in overrides {
+        mask[*row] = true;
+    }
+    let mask = BooleanArray::from(mask);
+    let mut errors = overrides.iter().peekable();
+    let (mut reasons, mut messages) = (StringBuilder::new(), StringBuilder::new());
+    let reason_at = schema.index_of(ERROR_REASON)?;
+    let message_at = schema.index_of(ERROR_MESSAGE)?;
+    let (old_reasons, old_messages) =
+        (columns[reason_at].as_string::<i32>(), columns[message_at].as_string::<i32>());
+    for row in 0..rows.num_rows() {
+        match errors.next_if(|(at, _)| *at == row).and_then(|(_, solution)| solution.error.as_deref()) {
+            Some(error) => {
+                reasons.append_value(&error.reason);
+                messages.append_value(&error.message);
+            }
+            None => {
+                reasons.append_option(old_reasons.is_valid(row).then(|| old_reasons.value(row)));
+                messages.append_option(old_messages.is_valid(row).then(|| old_messages.value(row)));
+            }
+        }
+    }
+    let (reasons, messages): (ArrayRef, ArrayRef) = (Arc::new(reasons.finish()), Arc::new(messages.finish()));
+    for (at, column) in columns.iter_mut().enumerate().skip(1) {
+        *column = match at {
+            at if at == reason_at => Arc::clone(&reasons),
+            at if at == message_at => Arc::clone(&messages),
+            _ => arrow_select::nullif::nullif(column.as_ref(), &mask)?,
+        };
+    }
+    RecordBatch::try_new(schema, columns)
+}
+
+/// The gRPC code that an error `reason` always comes with; `UNKNOWN` for a reason this
+/// client does not know (a newer server's).
+fn code_of(reason: &str) -> Code {
+    let game = GameKind::StoneGameIv;
+    let errors: [ProblemError; 10] = [
+        ProblemError::MissingProblem,
+        ProblemError::MissingGame,
+        SolveError::InvalidCharacter { index: 0, found: ' ' }.into(),
+        SolveError::OddLength { len: 1 }.into(),
+        SolveError::OutOfRange { game, n: 0, limit: 0 }.into(),
+        PoolError::Panicked(String::new()).into(),
+        PoolError::Gone.into(),
+        ProblemError::NullInput { game, index: None },
+        ProblemError::NegativeValue { game, value: -1, index: None },
+        ProblemError::SeveralGames { games: Vec::new() },
+    ];
+    match errors.iter().find(|err| err.reason() == reason) {
+        Some(err) => err.code(),
+        None if reason == INVALID_CELL => Code::InvalidArgument,
+        None => Code::Unknown,
+    }
+}
+
+/// Writes the rows of `rows` (an output table: id first, then the answer columns) as JSON
+/// lines of `Solution`; a row in `overrides` is written as that solution instead.
+pub fn write_json_lines(
+    out: &mut Vec<u8>,
+    rows: &RecordBatch,
+    overrides: &[(usize, pb::Solution)],
+) -> Result<(), ArrowError> {
+    let ids = Ids::new(rows.column(0).as_ref())?;
+    let column = |name: &str| rows.column_by_name(name);
+    let u64s = |name| column(name).map(|c| c.as_primitive::<UInt64Type>().clone());
+    let u32s = |name| column(name).map(|c| c.as_primitive::<UInt32Type>().clone());
+    let alice_wins = column(ALICE_WINS).map(|c| c.as_boolean().clone());
+    let (index, digit, pile, take, nim_value) =
+        (u64s(MOVE_INDEX), u32s(MOVE_DIGIT), u64s(MOVE_PILE), u64s(MOVE_TAKE), u32s(NIM_VALUE));
+    let strings = |name| column(name).map(|c| c.as_string::<i32>().clone());
+    let (reasons, messages) = (strings(ERROR_REASON), strings(ERROR_MESSAGE));
+    let mut overrides = overrides.iter().peekable();
+    let mut id = String::new();
+    for row in 0..rows.num_rows() {
+        if let Some((_, solution)) = overrides.next_if(|(at, _)| *at == row) {
+            write_solution_json(out, solution);
+            continue;
+        }
+        id.clear();
+        ids.write(row, &mut id)?;
+        let get = |array: &Option<PrimitiveArray<UInt64Type>>| {
+            array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
+        };
+        let get32 = |array: &Option<PrimitiveArray<UInt32Type>>| {
+            array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
+        };
+        fn text(array: &Option<StringArray>, row: usize) -> Option<&str> {
+            array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
+        }
+        let wins = alice_wins.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)));
+        use pb::r#move::Game as M;
+        let game = match (get(&index), get32(&digit), get(&pile), get(&take)) {
+            (Some(index), Some(digit), _, _) => Some(M::SumGame(pb::SumGameMove { index, digit })),
+            (_, _, Some(pile), Some(take)) => Some(M::NimSquare(pb::NimSquareMove { pile, take })),
+            (Some(index), None, _, _) => Some(M::StoneGameIx(pb::StoneGameIxMove { index })),
+            (None, None, None, Some(take)) => Some(M::StoneGameIv(pb::StoneGameIvMove { take })),
+            _ => None,
+        };
+        let error = text(&reasons, row).map(|reason| {
+            let message = text(&messages, row).unwrap_or_default().to_owned();
+            Box::new(convert::wire_error(code_of(reason), reason, None, BTreeMap::new(), message))
+        });
+        let winner = match wins {
+            Some(true) => pb::Winner::Alice,
+            Some(false) => pb::Winner::Bob,
+            None => pb::Winner::Unspecified,
+        };
+        let solution = pb::Solution {
+            id: std::mem::take(&mut id),
+            alice_wins: wins == Some(true),
+            winner: winner.into(),
+            winning_move: game.map(|game| pb::Move { game: Some(game) }),
+            error,
+            nim_value: get32(&nim_value),
+        };
+        write_solution_json(out, &solution);
+        id = solution.id;
+    }
+    Ok(())
+}
+
+/// An id column, as the strings a JSON line's `id` holds.
+enum Ids<'a> {
+    Text(StringArray),
+    Numbers(PrimitiveArray<UInt64Type>),
+    Other(&'a dyn Array, ArrayFormatter<'a>),
+}
+
+impl<'a> Ids<'a> {
+    fn new(column: &'a dyn Array) -> Result<Self, ArrowError> {
+        if let Some(text) = column.as_string_opt::<i32>() {
+            return Ok(Ids::Text(text.clone()));
+        }
+        if let Some(numbers) = column.as_primitive_opt::<UInt64Type>() {
+            return Ok(Ids::Numbers(numbers.clone()));
+        }
+        Ok(Ids::Other(column, ArrayFormatter::try_new(column, &FormatOptions::default())?))
+    }
+
+    /// Appends row `row`'s id to `out`; a null id is empty, as a line without one.
+    fn write(&self, row: usize, out: &mut String) -> Result<(), ArrowError> {
+        match self {
+            Ids::Text(text) if text.is_valid(row) => out.push_str(text.value(row)),
+            Ids::Numbers(numbers) if numbers.is_valid(row) => {
+                out.push_str(itoa::Buffer::new().format(numbers.value(row)));
+            }
+            Ids::Other(column, formatter) if column.is_valid(row) => formatter.value(row).write(out)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Collects `Solution`s (a JSON-lines input's answers) into a table of the output's
+/// columns: `id` as text, then the answers of every game.
+#[derive(Debug)]
+pub struct SolutionRows {
+    schema: SchemaRef,
+    id: StringBuilder,
+    alice_wins: BooleanBuilder,
+    index: UInt64Builder,
+    digit: UInt32Builder,
+    pile: UInt64Builder,
+    take: UInt64Builder,
+    nim_value: UInt32Builder,
+    reason: StringBuilder,
+    message: StringBuilder,
+}
+
+impl SolutionRows {
+    /// An empty table of `schema`, the output schema of a JSON-lines input.
+    pub fn new(schema: SchemaRef) -> Self {
+        SolutionRows {
+            schema,
+            id: StringBuilder::new(),
+            alice_wins: BooleanBuilder::new(),
+            index: UInt64Builder::new(),
+            digit: UInt32Builder::new(),
+            pile: UInt64Builder::new(),
+            take: UInt64Builder::new(),
+            nim_value: UInt32Builder::new(),
+            reason: StringBuilder::new(),
+            message: StringBuilder::new(),
+        }
+    }
+
+    /// Appends `solution` as the next row.
+    pub fn push(&mut self, solution: &pb::Solution) {
+        use pb::r#move::Game as M;
+        self.id.append_value(&solution.id);
+        self.alice_wins.append_option(solution.error.is_none().then_some(solution.alice_wins));
+        let (mut index, mut digit, mut pile, mut take) = (None, None, None, None);
+        match solution.winning_move.as_ref().and_then(|m| m.game.as_ref()) {
+            Some(M::SumGame(m)) => (index, digit) = (Some(m.index), Some(m.digit)),
+            Some(M::StoneGameIx(m)) => index = Some(m.index),
+            Some(M::StoneGameIv(m)) => take = Some(m.take),
+            Some(M::NimSquare(m)) => (pile, take) = (Some(m.pile), Some(m.take)),
+            None => {}
+        }
+        self.index.append_option(index);
+        self.digit.append_option(digit);
+        self.pile.append_option(pile);
+        self.take.append_option(take);
+        self.nim_value.append_option(solution.nim_value);
+        self.reason.append_option(solution.error.as_ref().map(|e| &e.reason));
+        self.message.append_option(solution.error.as_ref().map(|e| &e.message));
+    }
+
+    /// The rows pushed so far, as a table; the builder is empty again.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.id.finish()),
+            Arc::new(self.alice_wins.finish()),
+            Arc::new(self.index.finish()),
+            Arc::new(self.digit.finish()),
+            Arc::new(self.pile.finish()),
+            Arc::new(self.take.finish()),
+            Arc::new(self.nim_value.finish()),
+            Arc::new(self.reason.finish()),
+            Arc::new(self.message.finish()),
+        ];
+        RecordBatch::try_new(Arc::clone(&self.schema), columns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::table::columns::output_schema;
+    use crate::columnar::Games;
+    use arrow_array::{Int32Array, UInt64Array};
+    use arrow_schema::{DataType, Field};
+
+    fn samples() -> Vec<pb::Solution> {
+        use pb::r#move::Game as M;
+        let won = |id: &str, game| pb::Solution {
+            id: id.into(),
+            alice_wins: true,
+            winner: pb::Winner::Alice.into(),
+            winning_move: Some(pb::Move { game: Some(game) }),
+            ..Default::default()
+        };
+        vec![
+            won("s", M::SumGame(pb::SumGameMove { index: 3, digit: 9 })),
+            won("x", M::StoneGameIx(pb::StoneGameIxMove { index: 0 })),
+            won("v", M::StoneGameIv(pb::StoneGameIvMove { take: 4 })),
+            pb::Solution {
+                nim_value: Some(5),
+                ..won("m", M::NimSquare(pb::NimSquareMove { pile: 1, take: 9 }))
+            },
+            pb::Solution {
+                id: "b".into(),
+                winner: pb::Winner::Bob.into(),
+                nim_value: Some(0),
+                ..Default::default()
+            },
+            pb::Solution {
+                id: "w".into(),
+                alice_wins: true,
+                winner: pb::Winner::Alice.into(),
+                ..Default::default()
+            },
+            pb::Solution {
+                id: "e".into(),
+                error: Some(Box::new(convert::wire_error(
+                    Code::OutOfRange,
+                    "PILE_ABOVE_LIMIT",
+                    None,
+                    BTreeMap::new(),
+                    "too big".into(),
+                ))),
+                ..Default::default()
+            },
+        ]
+    }
+
+    #[test]
+    fn solutions_go_to_a_table_and_back_to_the_same_json_lines() {
+        let schema = output_schema(Games::Mixed, Field::new(ID, DataType::Utf8, true));
+        let mut rows = SolutionRows::new(Arc::clone(&schema));
+        let mut direct = Vec::new();
+        for solution in samples() {
+            rows.push(&solution);
+            write_solution_json(&mut direct, &solution);
+        }
+        let table = rows.finish().unwrap();
+        assert_eq!(table.num_rows(), 7);
+        let mut through = Vec::new();
+        write_json_lines(&mut through, &table, &[]).unwrap();
+        assert_eq!(String::from_utf8(through).unwrap(), String::from_utf8(direct).unwrap());
+        assert_eq!(rows.finish().unwrap().num_rows(), 0, "finish empties the builder");
+    }
+
+    fn request(ids: ArrayRef) -> RecordBatch {
+        let n = Arc::new(UInt64Array::from_iter_values(0..ids.len() as u64));
+        let schema = Schema::new(vec![
+            Field::new(ID, ids.data_type().clone(), true),
+            Field::new("n", DataType::UInt64, true),
+        ]);
+        RecordBatch::try_new(Arc::new(schema), vec![ids, n]).unwrap()
+    }
+
+    fn answer(ids: ArrayRef, rows: usize) -> RecordBatch {
+        let expected = crate::columnar::output_schema(
+            Games::One(GameKind::StoneGameIv),
+            Some(&Field::new(ID, ids.data_type().clone(), true)),
+        );
+        let columns: Vec<ArrayRef> = vec![
+            ids,
+            Arc::new(BooleanArray::from(vec![Some(true); rows])),
+            Arc::new(UInt64Array::from(vec![Some(1); rows])),
+            Arc::new(StringArray::from(vec![None::<&str>; rows])),
+            Arc::new(StringArray::from(vec![None::<&str>; rows])),
+        ];
+        RecordBatch::try_new(Arc::new(expected), columns).unwrap()
+    }
+
+    #[test]
+    fn an_answer_is_checked_for_its_rows_columns_and_ids() {
+        let ids: ArrayRef = Arc::new(Int32Array::from(vec![7, 8, 9]));
+        let expected = crate::columnar::output_schema(
+            Games::One(GameKind::StoneGameIv),
+            Some(&Field::new(ID, DataType::Int32, true)),
+        );
+        let sent = request(Arc::clone(&ids));
+        assert_eq!(check(&sent, &answer(Arc::clone(&ids), 3), &expected), Ok(()));
+        let short = answer(Arc::new(Int32Array::from(vec![7, 8])), 2);
+        assert_eq!(check(&sent, &short, &expected).unwrap_err(), "answered 2 rows for 3 problems");
+        let other = answer(Arc::new(Int32Array::from(vec![7, 0, 9])), 3);
+        assert_eq!(
+            check(&sent, &other, &expected).unwrap_err(),
+            "its ids are not the request's (first at row 1 of the batch)"
+        );
+        let retyped = answer(Arc::new(UInt64Array::from(vec![7, 8, 9])), 3);
+        assert_eq!(check(&sent, &retyped, &expected).unwrap_err(), "its column \"id\" is UInt64, not Int32");
+        let missing = answer(ids, 3).project(&[0, 1, 3, 4]).unwrap();
+        assert_eq!(check(&sent, &missing, &expected).unwrap_err(), "its answer has no column \"move_take\"");
+    }
+
+    #[test]
+    fn overridden_rows_are_their_errors() {
+        let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+        let output =
+            output_schema(Games::One(GameKind::StoneGameIv), Field::new("key", DataType::Utf8, true));
+        let bad = pb::Solution {
+            id: "b".into(),
+            error: Some(Box::new(convert::wire_error(
+                Code::InvalidArgument,
+                INVALID_CELL,
+                None,
+                BTreeMap::new(),
+                "bad".into(),
+            ))),
+            ..Default::default()
+        };
+        let rows = output_rows(&output, &request(Arc::clone(&ids)), &answer(ids, 3)).unwrap();
+        let rows = override_rows(&rows, &[(1, bad)]).unwrap();
+        assert_eq!(rows.schema().field(0).name(), "key");
+        let wins: Vec<_> = rows.column(1).as_boolean().iter().collect();
+        assert_eq!(wins, [Some(true), None, Some(true)]);
+        let reasons: Vec<_> = rows.column(3).as_string::<i32>().iter().collect();
+        assert_eq!(reasons, [None, Some(INVALID_CELL), None]);
+        let mut json = Vec::new();
+        write_json_lines(&mut json, &rows, &[]).unwrap();
+        let lines: Vec<pb::Solution> =
+            String::from_utf8(json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines[1].error.as_ref().unwrap().code, pb::solution_error::Code::InvalidArgument as i32);
+        assert_eq!(
+            lines[2].winning_move.as_ref().unwrap().game,
+            Some(pb::r#move::Game::StoneGameIv(pb::StoneGameIvMove { take: 1 }))
+        );
+    }
+
+    #[test]
+    fn every_reason_has_its_code() {
+        assert_eq!(code_of("PILE_ABOVE_LIMIT"), Code::OutOfRange);
+        assert_eq!(code_of("NO_GAME"), Code::InvalidArgument);
+        assert_eq!(code_of("SERVER_STOPPING"), Code::Unavailable);
+        assert_eq!(code_of("SEVERAL_GAMES"), Code::InvalidArgument);
+        assert_eq!(code_of("NEGATIVE_VALUE"), Code::InvalidArgument);
+        assert_eq!(code_of(INVALID_CELL), Code::InvalidArgument);
+        assert_eq!(code_of("FROM_THE_FUTURE"), Code::Unknown);
+    }
+}
