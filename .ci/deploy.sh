@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI of the deployment artefacts, each checked by the tool that uses it:
-#   image       the statically linked release build, `podman build` of Containerfile, its
-#               filesystem exported and the server run from it (read-only root, uid
+#   image       the statically linked build, the image made by deploy/image.sh (podman),
+#               its filesystem exported and the server run from it (read-only root, uid
 #               65532, its own network namespace, the image's environment), then
 #               grpc-health-probe and one Solve through grpcurl;
 #   kubernetes  `kubectl kustomize` of the base (and with the ServiceMonitor component),
@@ -18,11 +18,20 @@
 # strace, iproute2 from apt; grpc-health-probe and grpcurl pinned, with `go install`),
 # builds what it runs, bounds every wait and stops everything it started.
 #
-# Usage: .ci/deploy.sh        Environment: CARGO_TARGET_DIR, GOBIN.
+# Usage: .ci/deploy.sh [--profile NAME]   (the binaries' cargo profile; default release)
+# Environment: CARGO_TARGET_DIR, GOBIN.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export CARGO_TERM_COLOR=never
+
+profile=release
+while (($#)); do
+    case $1 in
+        --profile) profile=${2:?--profile needs a name}; shift 2 ;;
+        *) echo "deploy.sh: unknown argument $1 (usage: .ci/deploy.sh [--profile NAME])" >&2; exit 2 ;;
+    esac
+done
 
 # What the server side still has to provide. While a switch is on, the check stands in
 # for the missing piece as its step says; turn each off once the binary has it.
@@ -99,13 +108,16 @@ install_tools() {
 
 # --- build ----------------------------------------------------------------------------
 # The image's binary: glibc linked statically (the musl target is not installable here),
-# so it runs on an empty base. The client drives the load.
+# so it runs on an empty base. The client drives the load. The same flags as
+# deploy/image.sh's, so that its build of the server finds this one up to date.
 build() {
-    log "cargo build --release --target $triple (static)"
+    log "cargo build --profile $profile --target $triple (static)"
     RUSTFLAGS='-C target-feature=+crt-static' \
-        cargo build --release --target "$triple" --bin gamesolver-server --bin gamesolver-client
-    server_bin=$target/$triple/release/gamesolver-server
-    client_bin=$target/$triple/release/gamesolver-client
+        cargo build --profile "$profile" --target "$triple" --bin gamesolver-server --bin gamesolver-client
+    local dir=$profile
+    [[ $profile != dev ]] || dir=debug
+    server_bin=$target/$triple/$dir/gamesolver-server
+    client_bin=$target/$triple/$dir/gamesolver-client
     file -L "$server_bin" | grep -q 'static' || fail "$server_bin is not statically linked: $(file -L "$server_bin")"
     ! readelf -d "$server_bin" | grep -q NEEDED || fail "$server_bin needs shared libraries"
     "$server_bin" --help >"$work/help.txt"
@@ -248,12 +260,9 @@ stop_in_image() {
 
 # --- image ----------------------------------------------------------------------------
 check_image() {
-    log "podman build -f Containerfile"
-    local context=$work/context
-    mkdir -p "$context/state"
-    objcopy --strip-debug "$server_bin" "$context/gamesolver-server"
-    timeout 300 podman build --quiet --layers=false -f Containerfile -t "$image" \
-        --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$context" >/dev/null
+    log "deploy/image.sh --profile $profile --engine podman"
+    timeout 300 deploy/image.sh --profile "$profile" --target "$triple" --tag "$image" --engine podman \
+        -- --quiet --layers=false >/dev/null || fail "deploy/image.sh"
 
     # What a runtime reads from the image.
     local config

@@ -92,6 +92,76 @@ fn bad_lines_keep_their_place_and_exit_one() {
     }
 }
 
+#[test]
+fn the_embedded_server_takes_the_servers_table_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    std::fs::write(
+        &input,
+        "{\"id\":\"iv\",\"stoneGameIv\":{\"n\":1500}}\n{\"id\":\"nim\",\"nimSquare\":{\"piles\":[5,1500]}}\n",
+    )
+    .unwrap();
+    let messages = |output: &Path| -> Vec<String> {
+        let output = std::fs::read_to_string(output).unwrap();
+        output
+            .lines()
+            .map(|line| serde_json::from_str::<pb::Solution>(line).unwrap().error.unwrap().message)
+            .collect()
+    };
+
+    // Below the piles, each is refused with the flag that raises its limit.
+    let (status, stderr) = client(&[
+        "solve",
+        "--quiet",
+        path_str(&input),
+        "-o",
+        path_str(&output),
+        "--iv-max-n",
+        "1000",
+        "--grundy-max-n",
+        "1000",
+    ]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        messages(&output),
+        [
+            "stone game iv: n = 1500 is beyond the limit 1000 of this server (raise it with --iv-max-n, at most 100000000000)",
+            "nim square: n = 1500 is beyond the limit 1000 of this server (raise it with --grundy-max-n, at most 4294967295)",
+        ]
+    );
+
+    // Raised above them, both are answered, and the tables are saved to the files named.
+    let (iv_table, grundy_table) = (dir.path().join("iv.table"), dir.path().join("grundy.table"));
+    std::fs::remove_file(&output).unwrap();
+    let (status, stderr) = client(&[
+        "solve",
+        "--quiet",
+        path_str(&input),
+        "-o",
+        path_str(&output),
+        "--iv-max-n",
+        "2000",
+        "--grundy-max-n",
+        "2000",
+        "--iv-table",
+        path_str(&iv_table),
+        "--grundy-table",
+        path_str(&grundy_table),
+    ]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_all_correct(&input, &output);
+    assert!(iv_table.is_file() && grundy_table.is_file(), "the embedded server saved its tables");
+
+    // A remote server's tables are its own.
+    let (status, stderr) =
+        client(&["solve", path_str(&input), "--server", "http://127.0.0.1:1", "--iv-max-n", "2000"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: the argument '--server <URL>' cannot be used with '--iv-max-n <N>'\n"),
+        "{stderr}"
+    );
+}
+
 /// Feeds a generated file to `solve -` on `servers` in two halves and runs `between` in
 /// between, while the client has (most likely) batches of the first half in flight; the
 /// second half can only be answered after `between`. Returns the input and output paths.

@@ -93,7 +93,14 @@ async fn a_tls_failure_is_reported_once() {
         stderr.starts_with(&format!("gamesolver-client: server {url} failed its TLS handshake: ")),
         "{stderr}"
     );
-    assert!(stderr.contains("invalid peer certificate: UnknownIssuer"), "{stderr}");
+    assert!(
+        stderr.ends_with("(UnknownIssuer): give the CA certificate that signed it with --ca-cert PEM\n"),
+        "{stderr}"
+    );
+    assert_documented(
+        "gamesolver-client: server https://HOST:PORT failed its TLS handshake: its certificate is not signed by a \
+         CA this client trusts (UnknownIssuer): give the CA certificate that signed it with --ca-cert PEM",
+    );
 }
 
 #[test]
@@ -155,6 +162,19 @@ fn bad_lines_are_explained_in_a_persons_words() {
     for message in &messages[1..] {
         assert_documented(message);
     }
+}
+
+#[test]
+fn readme_shows_what_examples_errors_jsonl_gets() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    // The ```json block after README's `solve examples/errors.jsonl` line.
+    let after = &readme[readme.find("solve examples/errors.jsonl").expect("README runs errors.jsonl")..];
+    let block = &after[after.find("```json\n").unwrap() + "```json\n".len()..];
+    let shown = &block[..block.find("```").unwrap()];
+    let run = client(&["solve", "--quiet", &format!("{root}/examples/errors.jsonl")]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout), shown, "README's answers to examples/errors.jsonl are stale");
 }
 
 #[test]
@@ -222,12 +242,54 @@ fn completions_and_man_pages_are_generated() {
         "{page}"
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let run = client(&["man", "--out-dir", &path_str(dir.path())]);
+    // A directory that does not exist yet, parents and all.
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("share/man/man1");
+    let run = client(&["man", "--out-dir", &path_str(&dir)]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     for name in ["gamesolver-client.1", "gamesolver-client-solve.1", "gamesolver-client-gen.1"] {
-        let page = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let page = std::fs::read_to_string(dir.join(name)).unwrap();
         assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{name}: {page}");
+    }
+    // A path under a file cannot be made: exit 2, with the reason.
+    let blocked = scratch.path().join("share/man/man1/gamesolver-client.1/sub");
+    let run = client(&["man", "--out-dir", &path_str(&blocked)]);
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(
+        text(&run.stderr),
+        format!("gamesolver-client: cannot create {}: Not a directory (os error 20)\n", blocked.display())
+    );
+}
+
+#[test]
+fn readmes_install_lines_work_in_a_fresh_home() {
+    // README's lines after `cargo install --path .`, as written, with the built binaries
+    // on PATH and an empty HOME: no directory they write into exists yet.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let after = &readme[readme.find("\ncargo install --path .\n").expect("README's install lines")..];
+    let lines: Vec<&str> = after.lines().skip(2).take_while(|line| !line.starts_with("```")).collect();
+    assert!(lines.len() >= 4 && lines.iter().all(|line| !line.is_empty()), "{lines:?}");
+    let home = tempfile::tempdir().unwrap();
+    let bin = Path::new(CLIENT).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    for line in &lines {
+        let run = Command::new("sh")
+            .args(["-c", line])
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{line}: {}", text(&run.stderr));
+    }
+    let share = home.path().join(".local/share");
+    for file in [
+        "bash-completion/completions/gamesolver-client",
+        "bash-completion/completions/gamesolver-server",
+        "man/man1/gamesolver-client.1",
+        "man/man1/gamesolver-server.1",
+    ] {
+        assert!(share.join(file).metadata().is_ok_and(|meta| meta.len() > 0), "{file}");
     }
 }
 

@@ -416,7 +416,10 @@ mod model {
                 rows.into_iter().for_each(|row| builder.append_option(row));
                 Arc::new(builder.finish())
             }
-            2 if lengths.len() <= 1 => {
+            // Empty lists are left out of this type: arrow-rs takes the length of a list
+            // column of fixed size 0 from its null buffer alone, so rows that are all `[]`
+            // (valid, no null buffer) would make a column of no rows.
+            2 if lengths.len() <= 1 && !lengths.contains(&0) => {
                 let size = lengths.into_iter().next().unwrap_or(0);
                 let mut builder = FixedSizeListBuilder::new(UInt32Builder::new(), size as i32);
                 for row in rows {

@@ -1,7 +1,8 @@
 //! gRPC-Web on the gRPC port behind `--grpc-web`: a browser's CORS preflight and unary
 //! call over HTTP/1.1, written on raw TCP as a browser sends them, seen by the metrics
 //! like any call, closed by the idle timeout without HTTP/2 bytes and at once on shutdown;
-//! and with neither it nor the Connect door (`--no-connect`), HTTP/1.1 closed unanswered.
+//! the same origins' Connect calls (preflight, POST and GET) beside it; and with neither
+//! it nor the Connect door (`--no-connect`), HTTP/1.1 closed unanswered.
 //! `.ci/grpc-web.sh` runs a real gRPC-Web client.
 
 mod common;
@@ -180,6 +181,71 @@ async fn a_preflight_from_an_allowed_origin_is_granted_and_from_another_is_not()
     socket.write_all(preflight("http://evil.example").as_bytes()).await.unwrap();
     let refused = read_response(&mut socket, &mut buf).await;
     assert_eq!(refused.header("access-control-allow-origin"), None, "{refused:?}");
+}
+
+/// A CORS preflight of a Connect call to Solve from `ORIGIN` with `method`, asking for
+/// every header a Connect client may send.
+fn connect_preflight(method: &str) -> String {
+    format!(
+        "OPTIONS {SOLVE} HTTP/1.1\r\nHost: localhost\r\nOrigin: {ORIGIN}\r\n\
+         Access-Control-Request-Method: {method}\r\n\
+         Access-Control-Request-Headers: {CONNECT_HEADERS}\r\n\r\n"
+    )
+}
+
+/// The request headers of a Connect unary call that are not CORS-safelisted.
+const CONNECT_HEADERS: &str =
+    "content-type,connect-protocol-version,connect-timeout-ms,content-encoding,accept-encoding";
+
+#[tokio::test]
+async fn a_connect_call_from_an_allowed_origin_passes_its_preflight_and_is_answered() {
+    let server = TestServer::start(grpc_web()).await;
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    let mut buf = Vec::new();
+    for method in ["POST", "GET"] {
+        socket.write_all(connect_preflight(method).as_bytes()).await.unwrap();
+        let granted = read_response(&mut socket, &mut buf).await;
+        assert_eq!(granted.status, 200, "{granted:?}");
+        assert_eq!(granted.header("access-control-allow-origin"), Some(ORIGIN), "{granted:?}");
+        let methods = granted.header("access-control-allow-methods").unwrap_or_default().to_uppercase();
+        assert!(methods.split(',').any(|m| m.trim() == method), "{method} not allowed: {granted:?}");
+        let allowed = granted.header("access-control-allow-headers").unwrap_or_default().to_lowercase();
+        let allowed: Vec<&str> = allowed.split(',').map(str::trim).collect();
+        for name in CONNECT_HEADERS.split(',') {
+            assert!(allowed.contains(&name), "{name} not allowed: {granted:?}");
+        }
+    }
+
+    // The call itself, as a browser sends it after the preflight: answered, with the grant.
+    let body = r#"{"problem":{"id":"a1","sumGame":{"num":"25??"}}}"#;
+    let call = format!(
+        "POST {SOLVE} HTTP/1.1\r\nHost: localhost\r\nOrigin: {ORIGIN}\r\n\
+         Content-Type: application/json\r\nConnect-Protocol-Version: 1\r\nConnect-Timeout-Ms: 10000\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(call.as_bytes()).await.unwrap();
+    let answer = read_response(&mut socket, &mut buf).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.header("access-control-allow-origin"), Some(ORIGIN), "{answer:?}");
+    assert_eq!(
+        String::from_utf8(answer.body).unwrap(),
+        r#"{"solution":{"id":"a1","aliceWins":true,"winner":"WINNER_ALICE","winningMove":{"sumGame":{"index":"2","digit":9}}}}"#
+    );
+
+    // And its GET form, which a browser sends without a preflight when it adds no header.
+    let get = format!(
+        "GET {SOLVE}?connect=v1&encoding=json&message=%7B%22problem%22%3A%7B%22id%22%3A%22g%22%2C%22sumGame%22%3A%7B%22num%22%3A%2211%22%7D%7D%7D HTTP/1.1\r\n\
+         Host: localhost\r\nOrigin: {ORIGIN}\r\n\r\n"
+    );
+    socket.write_all(get.as_bytes()).await.unwrap();
+    let answer = read_response(&mut socket, &mut buf).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.header("access-control-allow-origin"), Some(ORIGIN), "{answer:?}");
+    assert_eq!(
+        String::from_utf8(answer.body).unwrap(),
+        r#"{"solution":{"id":"g","aliceWins":false,"winner":"WINNER_BOB"}}"#
+    );
 }
 
 #[tokio::test]

@@ -167,3 +167,58 @@ async fn only_metrics_is_served_on_the_metrics_port() {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.0 404"), "{response}");
 }
+
+/// Opens a unary `Solve` on `h2` whose message announces 60 MiB and sends its first
+/// byte: the call stays before its response headers until the message is complete.
+fn begun_solve(
+    h2: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+) -> h2::SendStream<bytes::Bytes> {
+    let request = http::Request::post(format!("http://{addr}/{SERVICE}/Solve"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (_response, mut body) = h2.send_request(request, false).unwrap();
+    let mut message = vec![0u8];
+    message.extend_from_slice(&(60u32 << 20).to_be_bytes());
+    message.push(0x0a);
+    body.send_data(message.into(), false).unwrap();
+    body
+}
+
+#[tokio::test]
+async fn a_call_reset_before_its_response_headers_is_counted_cancelled_and_leaves_the_gauge() {
+    // A 4 MiB request budget, which one begun 60 MiB message holds whole, and no idle
+    // timeout to end the stalled calls.
+    let mut config = limits(|limits| limits.max_request_bytes_in_flight = 4 << 20);
+    config.solver.stream_idle_timeout = gamesolver::seconds::Timeout(None);
+    let (server, metrics) = start(config).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let method = |name: &str| format!("{name}{{service=\"{SERVICE}\",method=\"Solve\"}}");
+    let (in_flight, received) =
+        (method("gamesolver_calls_in_flight"), method("gamesolver_received_bytes_total"));
+
+    // The first call takes the whole budget once its 6 bytes are read; the second, read
+    // after it, waits for room in the layer below the metrics, with no response headers
+    // and without reading its body, which would see the reset and answer it.
+    let mut holder = begun_solve(&mut h2, server.addr);
+    assert_eq!(settled(metrics, &received, 6.0).await, Some(6.0));
+    let mut waiter = begun_solve(&mut h2, server.addr);
+    assert_eq!(settled(metrics, &received, 12.0).await, Some(12.0));
+    assert_eq!(series(&scrape(metrics).await, &in_flight), Some(2.0));
+
+    // hyper drops the waiting call's future at its reset: counted once, as CANCELLED.
+    waiter.send_reset(h2::Reason::CANCEL);
+    assert_eq!(settled(metrics, &calls("Solve", "CANCELLED"), 1.0).await, Some(1.0));
+    let text = scrape(metrics).await;
+    assert_eq!(series(&text, &in_flight), Some(1.0), "{text}");
+    assert_eq!(series(&text, &method("gamesolver_call_duration_seconds_count")), Some(1.0), "{text}");
+
+    holder.send_reset(h2::Reason::CANCEL);
+    assert_eq!(settled(metrics, &in_flight, 0.0).await, Some(0.0));
+    let text = scrape(metrics).await;
+    assert_eq!(series(&text, &method("gamesolver_call_duration_seconds_count")), Some(2.0), "{text}");
+}

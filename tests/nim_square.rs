@@ -71,7 +71,10 @@ async fn a_pile_above_the_limit_is_out_of_range_with_its_details() {
     let mut client = server.client().await;
     let status = solve(&mut client, nim("big", &[5, 1001])).await.unwrap_err();
     assert_eq!(status.code(), Code::OutOfRange);
-    assert_eq!(status.message(), "nim square: n = 1001 is beyond the limit 1000 of this server");
+    assert_eq!(
+        status.message(),
+        "nim square: n = 1001 is beyond the limit 1000 of this server (raise it with --grundy-max-n, at most 4294967295)"
+    );
     let details = status.get_error_details();
     let info = details.error_info().unwrap();
     assert_eq!(info.reason, "PILE_ABOVE_LIMIT");

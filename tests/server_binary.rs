@@ -14,7 +14,7 @@ use common::{solve, ServerProcess};
 use gamesolver::games::{Game, Tables};
 use gamesolver::iv_table_file::IvTableFile;
 use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
-use production::{client_tls, write_leaf, TestCa};
+use production::{client_tls, self_signed_ca_leaf, write_leaf, TestCa};
 
 #[tokio::test]
 async fn prints_its_address_serves_and_exits_zero_on_sigterm() {
@@ -103,6 +103,19 @@ async fn sighup_reloads_the_certificates_and_a_bad_file_keeps_the_old_ones() {
     logged(&log, "TLS reload failed, keeping the previous certificates", 1).await;
     assert!(tls_solve(addr, &old_ca).await.is_ok());
 
+    // A certificate that loads but that clients would refuse: refused with its reason, and
+    // the old one serves on.
+    write_leaf(dir.path(), "server", &self_signed_ca_leaf("localhost"));
+    server.signal("HUP");
+    logged(&log, "keeping the previous certificates: ", 2).await;
+    let refusal = format!(
+        "SIGHUP: TLS reload failed, keeping the previous certificates: {}: clients would refuse this \
+         certificate: it is a CA certificate",
+        cert.display()
+    );
+    logged(&log, &refusal, 1).await;
+    assert!(tls_solve(addr, &old_ca).await.is_ok());
+
     write_leaf(dir.path(), "server", &new_ca.server("new server"));
     server.signal("HUP");
     assert!(logged(&log, "SIGHUP: TLS certificates reloaded", 1).await.contains("CN=new server"));
@@ -139,6 +152,63 @@ async fn sighup_without_tls_files_is_logged_and_ends_nothing() {
     assert_eq!(solve(&mut client, iv(2)).await.unwrap().winner, pb::Winner::Bob as i32);
     server.signal("TERM");
     assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
+#[test]
+fn a_certificate_clients_would_refuse_stops_the_start_and_check_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = write_leaf(dir.path(), "server", &self_signed_ca_leaf("localhost"));
+    let expected = format!(
+        "gamesolver-server: cannot load the TLS files: {}: clients would refuse this certificate: it is a CA \
+         certificate (basicConstraints CA:TRUE, as openssl req -x509 makes by default), which clients refuse \
+         as a server's own (CaUsedAsEndEntity); make one with `gamesolver-server dev-cert --out-dir DIR` (a \
+         CA, and a server certificate it signs for localhost, 127.0.0.1 and ::1; --host NAME adds a name), \
+         or, self-signed, with `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days \
+         365 -subj /CN=HOST -addext subjectAltName=DNS:HOST -addext basicConstraints=critical,CA:FALSE \
+         -keyout server.key -out server.pem` (clients then trust it with --ca-cert server.pem)\n",
+        cert.display()
+    );
+    for (extra, code) in [(Some("--check-config"), 2), (None, 1)] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                cert.to_str().unwrap(),
+                "--tls-key",
+                key.to_str().unwrap(),
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(code), "{extra:?}");
+        assert_eq!(problems(&output.stderr), expected, "{extra:?}");
+        assert!(output.stdout.is_empty(), "{extra:?}: nothing bound, nothing printed");
+    }
+}
+
+#[test]
+fn completions_and_man_pages_are_generated_and_man_makes_its_directory() {
+    let server =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gamesolver-server")).args(args).output().unwrap();
+    let run = server(&["completions", "bash"]);
+    assert_eq!(run.status.code(), Some(0));
+    let script = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        script.contains("gamesolver-server") && script.contains("--iv-max-n") && script.contains("dev-cert"),
+        "{script}"
+    );
+    let page = server(&["man"]);
+    assert_eq!(page.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&page.stdout).contains(".TH gamesolver-server 1"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("share/man/man1");
+    let run = server(&["man", "--out-dir", out_dir.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    for name in ["gamesolver-server.1", "gamesolver-server-dev-cert.1"] {
+        assert!(out_dir.join(name).is_file(), "{name}");
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
 use gamesolver::client::{
@@ -15,6 +15,7 @@ use gamesolver::client::{
     SolveConfig, TlsFiles,
 };
 use gamesolver::seconds::Seconds;
+use gamesolver::server::config::{GrundyTableConfig, IvTableConfig};
 use gamesolver::server::{Server, ServerConfig};
 use tonic::codec::CompressionEncoding;
 
@@ -44,7 +45,8 @@ enum Command {
     },
     /// Writes the manual page (roff) to stdout, or every page to --out-dir.
     Man {
-        /// Write gamesolver-client.1 and one page a subcommand into this directory.
+        /// Write gamesolver-client.1 and one page a subcommand into this directory (created
+        /// if missing).
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
@@ -79,7 +81,8 @@ struct SolveArgs {
     #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
     columns: Vec<Rename>,
     /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
-    /// repeat to spread the load. Without one, a server is started in this process.
+    /// repeat to spread the load. Without one, a server is started in this process (its
+    /// tables set by the embedded server's flags).
     #[arg(long = "server", value_name = "URL")]
     servers: Vec<String>,
     /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
@@ -135,6 +138,28 @@ struct SolveArgs {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
+    /// The embedded server's Stone Game IV table: the server's own flags.
+    #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
+    iv_table: IvTableConfig,
+    /// The embedded server's Nim Square table: the server's own flags.
+    #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
+    grundy_table: GrundyTableConfig,
+}
+
+/// The help heading of the server flags that `solve` passes to its embedded server.
+const EMBEDDED_SERVER: &str = "Embedded server (without --server)";
+
+/// The command line: [`Args`], with the embedded server's flags refused beside `--server`
+/// (a remote server's tables are its own).
+fn command() -> clap::Command {
+    Args::command().mut_subcommand("solve", |solve| {
+        let embedded: Vec<clap::Id> = solve
+            .get_arguments()
+            .filter(|arg| arg.get_help_heading() == Some(EMBEDDED_SERVER))
+            .map(|arg| arg.get_id().clone())
+            .collect();
+        embedded.into_iter().fold(solve, |solve, id| solve.mut_arg(id, |arg| arg.conflicts_with("servers")))
+    })
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -241,11 +266,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let result = match Args::parse().command {
+    let args = Args::from_arg_matches(&command().get_matches()).unwrap_or_else(|err| err.exit());
+    let result = match args.command {
         Command::Solve(args) => solve(args),
         Command::Gen(args) => generate(args).map(|()| ExitCode::SUCCESS),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Args::command(), "gamesolver-client", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut command(), "gamesolver-client", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { out_dir } => man(out_dir).map(|()| ExitCode::SUCCESS),
@@ -271,7 +297,9 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         output_format: args.output_format,
         columns: ColumnMap::new(args.columns)?,
         servers: args.servers,
-        embedded: Some(EmbeddedStarter::new(start_embedded_server)),
+        embedded: Some(EmbeddedStarter::new(move || {
+            start_embedded_server(args.iv_table.clone(), args.grundy_table.clone())
+        })),
         resume: args.resume,
         winner_only: args.winner_only,
         tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
@@ -304,12 +332,20 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     Ok(if summary.has_errors() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// The server a run without `--server` starts in this process, on a loopback port.
-async fn start_embedded_server() -> Result<EmbeddedServer, client::BoxError> {
+/// The server a run without `--server` starts in this process, on a loopback port, with
+/// the tables the flags set.
+async fn start_embedded_server(
+    iv_table: IvTableConfig,
+    grundy_table: GrundyTableConfig,
+) -> Result<EmbeddedServer, client::BoxError> {
     // The client closes its calls before it stops the server, so a short grace only
     // matters for a call dropped mid-way.
-    let config =
-        ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
+    let config = ServerConfig {
+        shutdown_grace: Seconds(Duration::from_secs(1)),
+        iv_table,
+        grundy_table,
+        ..ServerConfig::ephemeral()
+    };
     let server = Server::bind(config).await?;
     let url = format!("http://{}", server.local_addr());
     Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
@@ -318,9 +354,12 @@ async fn start_embedded_server() -> Result<EmbeddedServer, client::BoxError> {
 /// The manual pages, from the same definitions as `--help`.
 fn man(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
     match out_dir {
-        Some(dir) => clap_mangen::generate_to(Args::command(), &dir)
-            .with_context(|| format!("cannot write the manual pages to {}", dir.display())),
-        None => clap_mangen::Man::new(Args::command())
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command(), &dir)
+                .with_context(|| format!("cannot write the manual pages to {}", dir.display()))
+        }
+        None => clap_mangen::Man::new(command())
             .render(&mut std::io::stdout().lock())
             .context("cannot write the manual page"),
     }

@@ -1,11 +1,13 @@
 //! `gamesolver-server`: parses flags, sets up logging, and runs [`gamesolver::server::Server`].
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use gamesolver::server::dev_cert::{self, DevCertRequest};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
 /// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
@@ -13,9 +15,13 @@ use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
+/// Without a command it serves; the commands are tools beside it, and take none of the
+/// serving flags.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about)]
+#[command(name = "gamesolver-server", version, about, long_about, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[command(flatten)]
     config: ServerConfig,
     /// Log lines as text for people or as JSON objects for log collectors.
@@ -33,6 +39,39 @@ struct Args {
     check_config: bool,
 }
 
+/// The tools beside serving.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Writes a CA, a server certificate (localhost, 127.0.0.1, ::1 and each --host) and
+    /// a client certificate for trying TLS and mutual TLS locally, and prints the command
+    /// lines that use them.
+    DevCert {
+        /// The directory to write ca.pem, ca.key, server.pem, server.key, client.pem and
+        /// client.key into; created if missing.
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+        /// Another name for the server certificate (a DNS name or an IP address);
+        /// repeat for more.
+        #[arg(long = "host", value_name = "NAME")]
+        hosts: Vec<String>,
+        /// Overwrite the files of an earlier run.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Writes the completion script for SHELL to stdout.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Writes the manual page (roff) to stdout, or every page to --out-dir.
+    Man {
+        /// Write gamesolver-server.1 and one page a command into this directory (created
+        /// if missing).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
 /// How log lines are written (to stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
@@ -46,9 +85,23 @@ enum LogFormat {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The command line: [`Args`], every serving flag readable from the environment.
+fn command() -> clap::Command {
+    server::config::with_env(Args::command())
+}
+
 fn main() -> ExitCode {
-    let matches = server::config::with_env(Args::command()).get_matches();
-    let args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    let matches = command().get_matches();
+    let mut args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    if let Some(command) = args.command.take() {
+        return match tool(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("gamesolver-server: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.check_config {
         return check_config(&args.config);
     }
@@ -80,6 +133,56 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs one of the tools beside serving.
+fn tool(tool: Command) -> anyhow::Result<()> {
+    match tool {
+        Command::DevCert { out_dir, hosts, force } => dev_cert(&DevCertRequest { out_dir, hosts, force }),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "gamesolver-server", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { out_dir: Some(dir) } => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command(), &dir)
+                .with_context(|| format!("cannot write the manual pages to {}", dir.display()))
+        }
+        Command::Man { out_dir: None } => clap_mangen::Man::new(command())
+            .render(&mut std::io::stdout().lock())
+            .context("cannot write the manual page"),
+    }
+}
+
+/// `dev-cert`: writes the files, then says what they are and the two command lines that
+/// use them (mutual TLS on 127.0.0.1:50051).
+fn dev_cert(request: &DevCertRequest) -> anyhow::Result<()> {
+    let files = dev_cert::write(request)?;
+    let quote = |path: &Path| {
+        let path = path.to_string_lossy();
+        shlex::try_quote(&path).map(|quoted| quoted.into_owned()).unwrap_or_else(|_| path.into_owned())
+    };
+    println!(
+        "wrote a CA (ca.pem, ca.key), a server certificate for {} (server.pem, server.key) and a client \
+         certificate (client.pem, client.key) to {}, valid until {}",
+        files.names.join(", "),
+        quote(&request.out_dir),
+        files.not_after
+    );
+    println!(
+        "gamesolver-server --listen 127.0.0.1:50051 --tls-cert {} --tls-key {} --tls-client-ca {}",
+        quote(&files.server_cert),
+        quote(&files.server_key),
+        quote(&files.ca_cert)
+    );
+    println!(
+        "gamesolver-client solve examples/problems.jsonl --server https://127.0.0.1:50051 --ca-cert {} \
+         --client-cert {} --client-key {}",
+        quote(&files.ca_cert),
+        quote(&files.client_cert),
+        quote(&files.client_key)
+    );
+    Ok(())
 }
 
 /// Logs to stderr and, with `traces`, exports spans; does nothing when logging is set up

@@ -31,6 +31,7 @@ use crate::client::answer_check::{self, WrongAnswer};
 use crate::client::batch::Batch;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
+use crate::client::tls_failure;
 use crate::pb;
 
 /// The bulk RPC's method name; its HTTP/2 path is `/{SERVICE_NAME}/{SOLVE_BATCH_STREAM}`.
@@ -80,7 +81,8 @@ pub enum ConnectionError {
         message: String,
     },
     /// The TLS handshake failed in a way that retrying cannot fix (an untrusted or
-    /// mismatched server certificate, or a client certificate the server refused).
+    /// mismatched server certificate, or a client certificate the server refused); the
+    /// reason names the flag or the certificate that fixes it.
     #[error("server {url} failed its TLS handshake: {reason}")]
     Certificate {
         /// The server.
@@ -339,6 +341,16 @@ impl Failure {
             Failure::Malformed(reason) => reason.clone(),
         }
     }
+
+    /// A TLS failure with its fix, for a server reached as `host`, when it is one that
+    /// `tls_failure` knows.
+    fn explain(&self, host: &str) -> Option<String> {
+        match self {
+            Failure::Connect(err) => tls_failure::explain(err, host),
+            Failure::Status(status) => tls_failure::explain(status, host),
+            _ => None,
+        }
+    }
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -455,8 +467,11 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
         Failure::Status(status) => is_certificate_failure(status),
         _ => false,
     };
-    certificate
-        .then(|| ConnectionError::Certificate { url: server.url.clone(), reason: failure.describe(server) })
+    let host = server.endpoint.uri().host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    certificate.then(|| ConnectionError::Certificate {
+        url: server.url.clone(),
+        reason: failure.explain(host).unwrap_or_else(|| failure.describe(server)),
+    })
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.

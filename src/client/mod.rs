@@ -38,6 +38,7 @@ pub(crate) mod queue;
 pub(crate) mod resume;
 pub(crate) mod sink;
 pub(crate) mod table;
+pub(crate) mod tls_failure;
 
 pub use answer_check::WrongAnswer;
 pub use batch::{BatchBuilder, InputMark};

@@ -113,24 +113,44 @@ impl GameKind {
 
     /// Every name the crate gives the game, in one row a game.
     const fn facts(self) -> GameFacts {
-        let (label, name, json_field, mix_key, input, input_path) = match self {
-            GameKind::SumGame => ("sum_game", "sum game", "sumGame", "sum", "num", "problem.sum_game.num"),
-            GameKind::StoneGameIx => (
-                "stone_game_ix",
-                "stone game ix",
-                "stoneGameIx",
-                "ix",
-                "stones",
-                "problem.stone_game_ix.stones",
-            ),
-            GameKind::StoneGameIv => {
-                ("stone_game_iv", "stone game iv", "stoneGameIv", "iv", "n", "problem.stone_game_iv.n")
-            }
-            GameKind::NimSquare => {
-                ("nim_square", "nim square", "nimSquare", "nim", "piles", "problem.nim_square.piles")
-            }
-        };
-        GameFacts { label, name, json_field, mix_key, input, input_path }
+        match self {
+            GameKind::SumGame => GameFacts {
+                label: "sum_game",
+                name: "sum game",
+                json_field: "sumGame",
+                mix_key: "sum",
+                input: "num",
+                input_path: "problem.sum_game.num",
+                limit: None,
+            },
+            GameKind::StoneGameIx => GameFacts {
+                label: "stone_game_ix",
+                name: "stone game ix",
+                json_field: "stoneGameIx",
+                mix_key: "ix",
+                input: "stones",
+                input_path: "problem.stone_game_ix.stones",
+                limit: None,
+            },
+            GameKind::StoneGameIv => GameFacts {
+                label: "stone_game_iv",
+                name: "stone game iv",
+                json_field: "stoneGameIv",
+                mix_key: "iv",
+                input: "n",
+                input_path: "problem.stone_game_iv.n",
+                limit: Some(("--iv-max-n", stone_game_iv::MAX_LIMIT)),
+            },
+            GameKind::NimSquare => GameFacts {
+                label: "nim_square",
+                name: "nim square",
+                json_field: "nimSquare",
+                mix_key: "nim",
+                input: "piles",
+                input_path: "problem.nim_square.piles",
+                limit: Some(("--grundy-max-n", nim_square::MAX_LIMIT)),
+            },
+        }
     }
 
     /// The label in metrics and structured logs, as the proto's field name: `sum_game`.
@@ -166,6 +186,23 @@ impl GameKind {
         self.facts().input_path
     }
 
+    /// The server flag that sets the largest pile this game answers (`--iv-max-n`), for
+    /// the games answered from a table of bounded size.
+    pub const fn limit_flag(self) -> Option<&'static str> {
+        match self.facts().limit {
+            Some((flag, _)) => Some(flag),
+            None => None,
+        }
+    }
+
+    /// The most [`GameKind::limit_flag`] may be set to: its table's largest size.
+    pub const fn max_limit(self) -> Option<u64> {
+        match self.facts().limit {
+            Some((_, max)) => Some(max),
+            None => None,
+        }
+    }
+
     /// The game whose label (or input column) is `name`.
     pub fn from_label(name: &str) -> Option<GameKind> {
         GameKind::ALL.into_iter().find(|kind| kind.label() == name)
@@ -180,6 +217,8 @@ struct GameFacts {
     mix_key: &'static str,
     input: &'static str,
     input_path: &'static str,
+    /// The flag that sets the largest pile, and the most it allows.
+    limit: Option<(&'static str, u64)>,
 }
 
 /// One problem of any of the four games, owning its input.
@@ -308,8 +347,9 @@ pub enum SolveError {
         /// The string's length in bytes.
         len: u64,
     },
-    /// A pile beyond the configured limit of its game's table.
-    #[error("{}: n = {n} is beyond the limit {limit} of this server", game.name())]
+    /// A pile beyond the configured limit of its game's table; the message names the
+    /// server flag that raises it.
+    #[error("{}: n = {n} is beyond the limit {limit} of this server{}", game.name(), how_to_raise(*game, *limit))]
     OutOfRange {
         /// The game whose table it is beyond.
         game: GameKind,
@@ -318,6 +358,16 @@ pub enum SolveError {
         /// The largest n this server answers.
         limit: u64,
     },
+}
+
+/// How the operator raises `game`'s `limit`, as the end of [`SolveError::OutOfRange`]'s
+/// message: the flag and the most it allows, or that it is there already.
+fn how_to_raise(game: GameKind, limit: u64) -> String {
+    match (game.limit_flag(), game.max_limit()) {
+        (Some(flag), Some(max)) if limit < max => format!(" (raise it with {flag}, at most {max})"),
+        (Some(flag), Some(_)) => format!(" (already the most {flag} allows)"),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -340,6 +390,29 @@ mod tests {
             assert_eq!(GameKind::from_label(kind.label()), Some(kind));
         }
         assert_eq!(GameKind::from_label("chess"), None);
+    }
+
+    #[test]
+    fn a_pile_beyond_the_limit_names_the_flag_that_raises_it() {
+        let out_of_range = |game, n, limit| SolveError::OutOfRange { game, n, limit }.to_string();
+        assert_eq!(
+            out_of_range(GameKind::StoneGameIv, 1_000_000_000_000, 1_000_000_000),
+            "stone game iv: n = 1000000000000 is beyond the limit 1000000000 of this server \
+             (raise it with --iv-max-n, at most 100000000000)"
+        );
+        assert_eq!(
+            out_of_range(GameKind::StoneGameIv, 1_000_000_000_000, 100_000_000_000),
+            "stone game iv: n = 1000000000000 is beyond the limit 100000000000 of this server \
+             (already the most --iv-max-n allows)"
+        );
+        assert_eq!(
+            out_of_range(GameKind::NimSquare, 1001, 1000),
+            "nim square: n = 1001 is beyond the limit 1000 of this server \
+             (raise it with --grundy-max-n, at most 4294967295)"
+        );
+        let table_games: Vec<_> =
+            GameKind::ALL.into_iter().filter(|game| game.limit_flag().is_some()).collect();
+        assert_eq!(table_games, [GameKind::StoneGameIv, GameKind::NimSquare]);
     }
 
     proptest! {

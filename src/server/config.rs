@@ -224,12 +224,13 @@ pub struct Http2Config {
     #[arg(long)]
     pub compress_responses: bool,
     /// Also serve gRPC-Web on this port, for browsers: unary calls (Solve, SolveBatch)
-    /// over HTTP/1.1 or HTTP/2, with CORS for the --grpc-web-origin list.
+    /// over HTTP/1.1 or HTTP/2, with CORS for the --grpc-web-origin list (for gRPC-Web
+    /// and Connect calls).
     #[arg(long)]
     pub grpc_web: bool,
-    /// Origin whose pages may call through gRPC-Web, as a browser sends it (for example
-    /// `https://app.example.com`, no path); repeat the flag, or separate with commas, for
-    /// more. Other origins get no CORS grant.
+    /// Origin whose pages may call through gRPC-Web or Connect, as a browser sends it
+    /// (for example `https://app.example.com`, no path); repeat the flag, or separate with
+    /// commas, for more. Other origins get no CORS grant.
     #[arg(long = "grpc-web-origin", requires = "grpc_web", value_delimiter = ',', value_parser = parse_origin)]
     pub grpc_web_origin: Vec<String>,
     /// Serve gRPC only: no Connect protocol (unary Solve and SolveBatch as HTTP/JSON, for
@@ -552,6 +553,16 @@ mod tests {
         }
         let err = parse(&["--grpc-web-origin", "http://localhost:3000"]).unwrap_err().to_string();
         assert!(err.contains("--grpc-web"), "{err}");
+    }
+
+    #[test]
+    fn each_games_limit_flag_is_a_flag_here_up_to_its_maximum() {
+        let games = crate::games::GameKind::ALL.into_iter();
+        for (flag, max) in games.filter_map(|game| Some((game.limit_flag()?, game.max_limit()?))) {
+            assert!(parse(&[flag, &max.to_string()]).is_ok(), "{flag} {max}");
+            let err = parse(&[flag, &(max + 1).to_string()]).unwrap_err().to_string();
+            assert!(err.contains(&format!("..={max}")), "{flag}: {err}");
+        }
     }
 
     #[test]

@@ -397,28 +397,46 @@ where
 }
 
 /// One call from its request headers until its code is known; counted as in flight
-/// meanwhile, and as `CANCELLED` if dropped before.
+/// meanwhile, and as `CANCELLED` if dropped before: a call whose response future is
+/// dropped before it has headers (the client reset the stream, the connection went) is
+/// never wrapped in an `ObservedBody`, so the record ends itself.
 #[derive(Debug)]
 struct CallRecord {
     metrics: Metrics,
     method: Arc<MethodMetrics>,
     started: Instant,
+    /// Set once the call is counted, so that it is counted once.
+    done: bool,
 }
 
 impl CallRecord {
     fn start(metrics: Metrics, method: Arc<MethodMetrics>) -> Self {
         method.series(&metrics.inner).in_flight.inc();
-        CallRecord { metrics, method, started: Instant::now() }
+        CallRecord { metrics, method, started: Instant::now(), done: false }
     }
-}
 
-impl CallEnd for CallRecord {
-    fn finish(self, code: tonic::Code) {
+    /// Counts the call with `code` and takes it out of the calls in flight, once.
+    fn end(&mut self, code: tonic::Code) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
         let inner = &self.metrics.inner;
         self.method.calls(inner, code).inc();
         let series = self.method.series(inner);
         series.durations.observe(self.started.elapsed().as_secs_f64());
         series.in_flight.dec();
+    }
+}
+
+impl CallEnd for CallRecord {
+    fn finish(mut self, code: tonic::Code) {
+        self.end(code);
+    }
+}
+
+impl Drop for CallRecord {
+    fn drop(&mut self) {
+        self.end(tonic::Code::Cancelled);
     }
 }
 

@@ -36,7 +36,9 @@ mod admission;
 pub mod config;
 mod connection_state;
 mod connections;
+pub mod dev_cert;
 mod grpc_codes;
+mod grpc_web;
 mod limits;
 mod log_limit;
 pub mod metrics;
@@ -71,9 +73,10 @@ pub enum ServeError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The TLS files cannot be used.
+    /// The TLS files cannot be used. Not a `source`, as for the table files: `{:#}`
+    /// would print the reason twice.
     #[error("cannot load the TLS files: {0}")]
-    Tls(#[from] tls::TlsError),
+    Tls(tls::TlsError),
     /// The HTTP/2 transport failed.
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -127,7 +130,7 @@ impl Server {
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
             Some(settings) => {
-                let (tls, loaded) = ReloadableTls::load(settings)?;
+                let (tls, loaded) = ReloadableTls::load(settings).map_err(ServeError::Tls)?;
                 tls.log_loaded(&loaded, "TLS certificates loaded");
                 Some(Arc::new(tls))
             }
@@ -193,14 +196,14 @@ impl Server {
         // Outermost first. With --grpc-web, CORS answers a browser's preflight before
         // anything else (it is no call: neither counted nor limited) and adds its grant to
         // every answer, refusals included, so that the page can read their status; then
-        // GrpcWebLayer turns a gRPC-Web call into a plain gRPC one, and ConnectLayer a
+        // GrpcWebOnlyLayer turns a gRPC-Web call into a plain gRPC one, and ConnectLayer a
         // Connect call, so that the call span, the metrics, the limits (framing, inflation,
         // the memory budget) and the codes see it as any other call (tests/grpc_web.rs and
         // tests/connect.rs check their metrics); a Connect JSON message is decoded only
         // past the limits, by JsonRequests around the solver service. The metrics see the
         // limits' refusals and the codes as rewritten by GrpcCodesLayer. Without
         // --otlp-endpoint there is no call span layer at all.
-        let grpc_web = config.http2.grpc_web.then(tonic_web::GrpcWebLayer::new);
+        let grpc_web = config.http2.grpc_web.then_some(grpc_web::GrpcWebOnlyLayer);
         let max_message_bytes = config.limits.max_message_bytes;
         let connect = (!config.http2.no_connect)
             .then(|| ConnectLayer::new(max_message_bytes, config.http2.compress_responses));
@@ -309,8 +312,9 @@ impl Server {
         }
     }
 
-    /// CORS for gRPC-Web: the listed origins may POST calls and read their status and
-    /// details; `None` without `--grpc-web`.
+    /// CORS for browsers, with `--grpc-web`: the listed origins may make gRPC-Web calls
+    /// and Connect calls (POST, and Connect's GET form) and read their status and details;
+    /// `None` without `--grpc-web`.
     fn cors(http2: &config::Http2Config) -> Result<Option<CorsLayer>, ServeError> {
         if !http2.grpc_web {
             return Ok(None);
@@ -325,9 +329,11 @@ impl Server {
         };
         let cors = CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins.collect::<Result<Vec<_>, _>>()?))
-            .allow_methods([http::Method::POST, http::Method::OPTIONS])
-            // What gRPC-Web clients send (grpc-web's and Connect's); the compression headers
-            // for clients that compress, as the server accepts gzip and zstd.
+            .allow_methods([http::Method::POST, http::Method::GET, http::Method::OPTIONS])
+            // What gRPC-Web clients send (grpc-web's and Connect's), then what Connect
+            // clients send to the Connect door (the headers of @connectrpc/cors's list and
+            // of the protocol's compression); the compression headers for clients that
+            // compress, as the server accepts gzip and zstd.
             .allow_headers(names(&[
                 "content-type",
                 "x-grpc-web",
@@ -335,6 +341,12 @@ impl Server {
                 "grpc-timeout",
                 "grpc-encoding",
                 "grpc-accept-encoding",
+                "connect-protocol-version",
+                "connect-timeout-ms",
+                "content-encoding",
+                "accept-encoding",
+                "connect-content-encoding",
+                "connect-accept-encoding",
             ]))
             .expose_headers(names(&["grpc-status", "grpc-message", "grpc-status-details-bin"]));
         Ok(Some(cors))

@@ -5,8 +5,11 @@
 //! configuration behind an atomic swap, every new connection takes the one current at
 //! its handshake, and [`ReloadableTls::reload`] rereads the files. A reload that fails
 //! leaves the running configuration alone, so a half-copied certificate never takes the
-//! service down. The crypto provider is ring's, as tonic's `tls-ring` feature uses, so
-//! the process carries one provider.
+//! service down. Every load also refuses a certificate that clients would refuse at the
+//! handshake (a CA certificate as the server's own, no subjectAltName, a validity that
+//! does not hold now), with the reason and how to make a good one: served, it would only
+//! fail every handshake. The crypto provider is ring's, as tonic's `tls-ring` feature
+//! uses, so the process carries one provider.
 
 use std::fmt;
 use std::io;
@@ -19,6 +22,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls::{self, server::WebPkiClientVerifier, RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
+use x509_parser::time::ASN1Time;
 
 /// Where the server's certificate chain, its key and (for mutual TLS) the client CA live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +61,15 @@ pub enum TlsError {
         path: PathBuf,
         /// rustls's reason.
         source: rustls::Error,
+    },
+    /// The certificate loads, but TLS clients would refuse it; the message says how to
+    /// make one they accept.
+    #[error("{path}: clients would refuse this certificate: {}; {MAKE_ONE}", faults.join("; "))]
+    Refused {
+        /// The certificate file.
+        path: PathBuf,
+        /// Each reason, in words.
+        faults: Vec<String>,
     },
     /// The client CA file could not make a verifier.
     #[error("{path}: {source}")]
@@ -174,6 +187,7 @@ impl ReloadableTls {
 fn build(settings: &TlsSettings) -> Result<(ServerConfig, LoadedTls), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = read_certificates(&settings.cert)?;
+    check_leaf(&settings.cert, &certs[0], ASN1Time::now())?;
     let key = read_key(&settings.key)?;
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -198,6 +212,65 @@ fn build(settings: &TlsSettings) -> Result<(ServerConfig, LoadedTls), TlsError> 
         .map_err(|source| TlsError::Rustls { path: settings.key.clone(), source })?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok((config, LoadedTls { cert: leaf, client_cas }))
+}
+
+/// How to make a server certificate that TLS clients accept, as a refusal says it.
+const MAKE_ONE: &str = "make one with `gamesolver-server dev-cert --out-dir DIR` (a CA, and a \
+                        server certificate it signs for localhost, 127.0.0.1 and ::1; --host NAME \
+                        adds a name), or, self-signed, with `openssl req -x509 -newkey ec -pkeyopt \
+                        ec_paramgen_curve:P-256 -nodes -days 365 -subj /CN=HOST -addext \
+                        subjectAltName=DNS:HOST -addext basicConstraints=critical,CA:FALSE -keyout \
+                        server.key -out server.pem` (clients then trust it with --ca-cert server.pem)";
+
+/// The faults of the server's own certificate (`leaf`, from `path`) that make rustls and
+/// other TLS clients refuse it at the handshake: a CA certificate as the end entity
+/// (`CaUsedAsEndEntity`), no subjectAltName (clients match the host against it alone), and
+/// a validity that does not hold now. A certificate x509-parser cannot read is left to
+/// rustls to refuse.
+fn check_leaf(path: &Path, leaf: &CertificateDer<'_>, now: ASN1Time) -> Result<(), TlsError> {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf) else { return Ok(()) };
+    let mut faults = Vec::new();
+    if cert.basic_constraints().ok().flatten().is_some_and(|constraints| constraints.value.ca) {
+        faults.push(
+            "it is a CA certificate (basicConstraints CA:TRUE, as openssl req -x509 makes by default), \
+             which clients refuse as a server's own (CaUsedAsEndEntity)"
+                .to_owned(),
+        );
+    }
+    let names =
+        cert.subject_alternative_name().ok().flatten().map_or(0, |names| names.value.general_names.len());
+    if names == 0 {
+        faults.push(
+            "it has no subjectAltName, where clients look for the host they connect to (the subject's CN \
+             is not read)"
+                .to_owned(),
+        );
+    }
+    let validity = cert.validity();
+    if now < validity.not_before {
+        faults.push(format!(
+            "it is valid only from {}, and this machine's clock says {}",
+            date(validity.not_before),
+            date(now)
+        ));
+    } else if now > validity.not_after {
+        faults.push(format!(
+            "it expired at {}, and this machine's clock says {}",
+            date(validity.not_after),
+            date(now)
+        ));
+    }
+    match faults.is_empty() {
+        true => Ok(()),
+        false => Err(TlsError::Refused { path: path.into(), faults }),
+    }
+}
+
+/// A certificate time as RFC 3339, in UTC.
+fn date(time: ASN1Time) -> String {
+    time.to_datetime()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|err| err.to_string())
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -269,14 +342,115 @@ mod tests {
         assert!(load(&cert, &other_key).starts_with(&format!("{}: ", other_key.display())));
     }
 
+    /// Writes a self-signed certificate made from `params`, and its key.
+    fn write_made(dir: &Path, name: &str, params: rcgen::CertificateParams) -> (PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let (cert_path, key_path) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    }
+
+    fn params(names: &[&str]) -> rcgen::CertificateParams {
+        rcgen::CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn refusal(cert: PathBuf, key: PathBuf) -> String {
+        ReloadableTls::load(TlsSettings { cert, key, client_ca: None }).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_certificate_clients_would_refuse_is_refused_with_the_reason_and_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let refused = |cert: &Path, faults: &str| {
+            format!("{}: clients would refuse this certificate: {faults}; {MAKE_ONE}", cert.display())
+        };
+
+        let mut ca = params(&["localhost"]);
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let (cert, key) = write_made(dir, "ca", ca);
+        assert_eq!(
+            refusal(cert.clone(), key),
+            refused(
+                &cert,
+                "it is a CA certificate (basicConstraints CA:TRUE, as openssl req -x509 makes by default), \
+                 which clients refuse as a server's own (CaUsedAsEndEntity)"
+            )
+        );
+
+        let (cert, key) = write_made(dir, "nameless", params(&[]));
+        assert_eq!(
+            refusal(cert.clone(), key),
+            refused(
+                &cert,
+                "it has no subjectAltName, where clients look for the host they connect to (the subject's CN \
+                 is not read)"
+            )
+        );
+
+        // A validity that does not hold at the time of the check: checked at 2022-06-01.
+        let at = |path: &Path| {
+            let now = ASN1Time::from_timestamp(1_654_041_600).unwrap();
+            check_leaf(path, &read_certificates(path).unwrap()[0], now).unwrap_err().to_string()
+        };
+        let mut expired = params(&["localhost"]);
+        (expired.not_before, expired.not_after) =
+            (rcgen::date_time_ymd(2020, 1, 1), rcgen::date_time_ymd(2021, 1, 1));
+        let (cert, _) = write_made(dir, "expired", expired);
+        assert_eq!(
+            at(&cert),
+            refused(
+                &cert,
+                "it expired at 2021-01-01T00:00:00Z, and this machine's clock says 2022-06-01T00:00:00Z"
+            )
+        );
+        let mut early = params(&["localhost"]);
+        (early.not_before, early.not_after) =
+            (rcgen::date_time_ymd(2023, 1, 1), rcgen::date_time_ymd(2024, 1, 1));
+        let (cert, _) = write_made(dir, "early", early);
+        assert_eq!(
+            at(&cert),
+            refused(
+                &cert,
+                "it is valid only from 2023-01-01T00:00:00Z, and this machine's clock says 2022-06-01T00:00:00Z"
+            )
+        );
+        // And at start-up, by the real clock.
+        let mut expired = params(&["localhost"]);
+        (expired.not_before, expired.not_after) =
+            (rcgen::date_time_ymd(2020, 1, 1), rcgen::date_time_ymd(2021, 1, 1));
+        let (cert, key) = write_made(dir, "expired", expired);
+        assert!(refusal(cert, key)
+            .contains(": it expired at 2021-01-01T00:00:00Z, and this machine's clock says "));
+
+        // What `openssl req -x509` makes without -addext: both faults, one line.
+        let mut openssl_default = params(&[]);
+        openssl_default.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let (cert, key) = write_made(dir, "openssl", openssl_default);
+        let message = refusal(cert.clone(), key);
+        assert!(message.contains("(CaUsedAsEndEntity); it has no subjectAltName"), "{message}");
+    }
+
     #[test]
     fn a_failed_reload_keeps_the_running_configuration() {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = write_pair(dir.path(), "server");
-        let (tls, _) = ReloadableTls::load(TlsSettings { cert: cert.clone(), key, client_ca: None }).unwrap();
+        let (tls, _) =
+            ReloadableTls::load(TlsSettings { cert: cert.clone(), key: key.clone(), client_ca: None })
+                .unwrap();
         let before = tls.current.load_full();
         std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\ngarbage\n").unwrap();
         assert!(tls.reload().is_err());
+        assert!(Arc::ptr_eq(&before, &tls.current.load_full()));
+        // A certificate clients would refuse, with its own key: refused, the old one kept.
+        let mut ca = params(&["localhost"]);
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let (ca_cert, ca_key) = write_made(dir.path(), "ca", ca);
+        std::fs::copy(ca_cert, &cert).unwrap();
+        std::fs::copy(ca_key, &key).unwrap();
+        assert!(matches!(tls.reload(), Err(TlsError::Refused { .. })));
         assert!(Arc::ptr_eq(&before, &tls.current.load_full()));
     }
 }

@@ -41,14 +41,85 @@ impl TestCa {
         self.leaf(name, ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// A server certificate for `hosts` only.
+    pub fn server_for(&self, name: &str, hosts: &[&str]) -> Leaf {
+        self.sign(Self::params(name, hosts, ExtendedKeyUsagePurpose::ServerAuth))
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1, valid from `not_before` to
+    /// `not_after` (year, month, day).
+    pub fn server_valid(&self, name: &str, not_before: (i32, u8, u8), not_after: (i32, u8, u8)) -> Leaf {
+        let mut params = Self::params(name, &["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
+        params.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
+        params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        self.sign(params)
+    }
+
     fn leaf(&self, name: &str, usage: ExtendedKeyUsagePurpose) -> Leaf {
+        self.sign(Self::params(name, &["localhost", "127.0.0.1"], usage))
+    }
+
+    fn params(name: &str, hosts: &[&str], usage: ExtendedKeyUsagePurpose) -> CertificateParams {
         let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+            CertificateParams::new(hosts.iter().map(|host| host.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![usage];
+        params
+    }
+
+    fn sign(&self, params: CertificateParams) -> Leaf {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Leaf { cert: cert.pem(), key: key.serialize_pem() }
+    }
+}
+
+/// A self-signed CA certificate (CA:TRUE) for `localhost` and 127.0.0.1, as `openssl req
+/// -x509` makes one by default (with a subjectAltName added), and its key.
+pub fn self_signed_ca_leaf(name: &str) -> Leaf {
+    let mut params = TestCa::params(name, &["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    Leaf { cert: cert.pem(), key: key.serialize_pem() }
+}
+
+/// A TLS server on 127.0.0.1 that presents `leaf` and serves nothing: for certificates the
+/// real server refuses to load, so that a client's verdict on them can be seen. Stops
+/// when the handle is dropped.
+pub async fn bare_tls_server(leaf: &Leaf) -> (std::net::SocketAddr, AbortOnDrop) {
+    use rustls_pki_types::pem::PemObject;
+    use tokio_rustls::rustls;
+    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(leaf.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            // The client refuses the certificate: the handshake fails, and that is all.
+            let _ = acceptor.accept(stream).await;
+        }
+    });
+    (addr, AbortOnDrop(task))
+}
+
+/// Aborts its task when dropped.
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
