@@ -210,25 +210,21 @@ impl Solver {
         T: Send + 'static,
         F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
     {
-        let mut problems: Vec<_> =
-            problems.into_iter().map(|(tag, problem)| (label(&problem), tag, problem)).collect();
-        if let Err(err) = self.prepare(games(&problems)).await {
-            // A table could not grow: only the problems that needed it fail.
-            for (_, _, game) in &mut problems {
-                if game.as_ref().is_ok_and(|game| self.tables.needs_extension(game).is_some()) {
-                    *game = Err(err.clone().into());
-                }
-            }
-        }
+        // A table that could not grow fails only the problems that needed it.
+        let failed = self.prepare(games(&problems)).await.err();
         self.tables.preload(games(&problems));
-        let work: usize = problems.iter().map(|(_, _, game)| game.as_ref().map_or(1, Game::work)).sum();
+        let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
             let observer = self.observer.clone();
             move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
-        let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (label, tag, game): Tagged<M>| {
-            let result = game.and_then(|game| solve_guarded(&game, tables, winner_only));
+        let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (tag, problem): (M, Problem)| {
+            let label = label(&problem);
+            let result = problem.and_then(|game| match &failed {
+                Some(err) if tables.needs_extension(&game).is_some() => Err(err.clone().into()),
+                _ => solve_guarded(&game, tables, winner_only),
+            });
             if let Some(tally) = tally {
                 tally.record(label, &result);
             }
@@ -245,9 +241,7 @@ impl Solver {
                 .with_min_len(MIN_PROBLEMS_PER_TASK)
                 .map_init(tally, |tally, problem| match caller.is_gone() {
                     // Nobody will read the rest: answer it cheaply and let the job end.
-                    true => {
-                        solve_one(&tables, &mut None, (problem.0, problem.1, Err(PoolError::Gone.into())))
-                    }
+                    true => solve_one(&tables, &mut None, (problem.0, Err(PoolError::Gone.into()))),
                     false => solve_one(&tables, tally, problem),
                 })
                 .collect()
@@ -256,12 +250,9 @@ impl Solver {
     }
 }
 
-/// A batch's problem as the solver takes it: its metrics label, the door's tag and its game.
-type Tagged<M> = (&'static str, M, Problem);
-
 /// The games of a batch's problems that converted.
-fn games<M>(problems: &[Tagged<M>]) -> impl Iterator<Item = &Game> + '_ {
-    problems.iter().filter_map(|(_, _, game)| game.as_ref().ok())
+fn games<M>(problems: &[(M, Problem)]) -> impl Iterator<Item = &Game> + '_ {
+    problems.iter().filter_map(|(_, game)| game.as_ref().ok())
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.

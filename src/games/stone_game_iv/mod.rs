@@ -306,6 +306,18 @@ impl StoneGameIvTable {
         Ok(())
     }
 
+    /// [`Self::extend_to`], skipped for a pile below the move table's end: the list
+    /// covers it already (the table is built only once the list does, and the list never
+    /// shrinks), and a table a restore clears meanwhile leaves the list to answer. The
+    /// skip is one atomic load where `extend_to` is a call per problem
+    /// (`examples/solve_rate.rs`; docs/performance.md).
+    fn extend_to_unless_small(&self, n: u64) -> Result<(), SolveError> {
+        match n < self.small_moves_end.load(Ordering::Acquire) {
+            true => Ok(()),
+            false => self.extend_to(n),
+        }
+    }
+
     /// Rebuilds the small-pile move table to the next power of two above `n` (at least
     /// 2^16, at most 2^21 and the limit), from scratch: at most twice the largest build.
     /// `n` ≤ the limit.
@@ -352,7 +364,7 @@ impl StoneGameIvTable {
     /// milliseconds, once); above, it is searched for, k upwards (microseconds near
     /// 10^9). [`Self::winner`] is the outcome alone, one question to the index.
     pub fn solve(&self, n: u64) -> Result<Outcome, SolveError> {
-        self.extend_to(n)?;
+        self.extend_to_unless_small(n)?;
         if let Some(&root) = self.small_moves.read().get(n as usize) {
             return Ok(match u64::from(root) {
                 0 => Outcome::BOB,
@@ -382,7 +394,7 @@ impl StoneGameIvTable {
     /// Who wins a pile of `n`, without a move: one question to the index once the table
     /// covers `n` (grown first if needed, blocking).
     pub fn winner(&self, n: u64) -> Result<Player, SolveError> {
-        self.extend_to(n)?;
+        self.extend_to_unless_small(n)?;
         if let Some(&root) = self.small_moves.read().get(n as usize) {
             return Ok(if root == 0 { Player::Bob } else { Player::Alice });
         }
