@@ -13,8 +13,8 @@
 //!   them near 10^8) says where the rest start in the list.
 //!
 //! 24 bytes a block: 11.7 MB at 10^9, 117 MB at 10^10. The mask beside the list's start
-//! in one 16-byte record, with the list read for a set bit, made a move 1.2x slower;
-//! the records alone, without the masks, slower still (`docs/performance.md`).
+//! in one 16-byte record, with the list read for a set bit, made a move slower, and the
+//! records alone, without the masks, slower still (figures in `docs/performance.md`).
 
 /// Numbers per block: 2^11.
 const BLOCK_BITS: u32 = 11;
