@@ -106,6 +106,11 @@ struct SolveArgs {
     /// the output).
     #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
     retry_for: f64,
+    /// Seconds servers are tried before a first connection to one is made: a run that
+    /// reaches none stops (exit 2), naming each and why (refused, no route, DNS, TLS).
+    /// --retry-for applies once a server is reached.
+    #[arg(long, default_value_t = defaults().connect_deadline.as_secs_f64(), value_name = "SECONDS")]
+    connect_deadline: f64,
     /// Problems per batch of JSON lines, at most.
     #[arg(long, default_value_t = defaults().batch_problems)]
     batch_size: NonZeroUsize,
@@ -290,6 +295,8 @@ fn main() -> ExitCode {
 fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     let retry_for = Duration::try_from_secs_f64(args.retry_for)
         .context("--retry-for must be a non-negative number of seconds")?;
+    let connect_deadline = Duration::try_from_secs_f64(args.connect_deadline)
+        .context("--connect-deadline must be a non-negative number of seconds")?;
     let config = SolveConfig {
         input: InputSource::parse(&args.input),
         output: output_file(args.output),
@@ -304,6 +311,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         winner_only: args.winner_only,
         tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
         retry_for,
+        connect_deadline,
         batch_problems: args.batch_size,
         batch_rows: args.batch_rows,
         row_group_rows: args.row_group_rows,

@@ -63,8 +63,12 @@ pub struct SolveConfig {
     pub winner_only: bool,
     /// TLS files for `https://` servers.
     pub tls: TlsFiles,
-    /// How long a server may fail without answering before it is given up on.
+    /// How long a server may fail without answering before it is given up on, once it
+    /// has been reached.
     pub retry_for: Duration,
+    /// How long servers are tried before the first connection to them: a run that
+    /// reaches none within it stops, naming each and why.
+    pub connect_deadline: Duration,
     /// Lines per batch, at most.
     pub batch_problems: NonZeroUsize,
     /// Rows per batch of a table, at most.
@@ -103,6 +107,9 @@ impl Default for SolveConfig {
             winner_only: false,
             tls: TlsFiles::default(),
             retry_for: Duration::from_secs(60),
+            // Long enough for a server started beside the client to come up; short enough
+            // that a wrong address is told at once.
+            connect_deadline: Duration::from_secs(5),
             // A batch's decoded problems and answers stay in the L2 cache; 16 batches in
             // flight are 1 MiB a connection. Chosen with bench/client.sh (docs/performance.md).
             batch_problems: nonzero(1024),
@@ -166,6 +173,14 @@ pub enum ClientError {
     /// Every server failed.
     #[error(transparent)]
     Connection(#[from] ConnectionError),
+    /// None of several servers was ever reached, each for its reason.
+    #[error("cannot reach any server within {deadline:.1?} (--connect-deadline): {}", unreached_list(.servers))]
+    NoServerReached {
+        /// How long they were tried.
+        deadline: Duration,
+        /// Each server's URL and why it was not reached, in the order given.
+        servers: Vec<(String, String)>,
+    },
     /// The embedded server could not start or failed.
     #[error("embedded server: {0}")]
     EmbeddedServer(BoxError),
@@ -187,6 +202,12 @@ pub enum ClientError {
     /// The run was abandoned part-way (a thread stopped).
     #[error("run abandoned: {0}")]
     Aborted(String),
+}
+
+/// `URL: reason; URL: reason`.
+fn unreached_list(servers: &[(String, String)]) -> String {
+    let each: Vec<String> = servers.iter().map(|(url, reason)| format!("{url}: {reason}")).collect();
+    each.join("; ")
 }
 
 impl ClientError {
@@ -283,6 +304,8 @@ struct Run<D: Door> {
     connections: Connections,
     /// Of `connections`, by server.
     servers: OpenConnections,
+    /// The servers given up on without being reached.
+    unreached: Unreached,
     embedded: Option<Running>,
 }
 
@@ -324,6 +347,7 @@ impl<D: Door> Run<D> {
             tokio::task::spawn_blocking(move || write_answers(sink, &inbox, &budget, &queue, progress))
         };
         let (connections, open) = connect(&servers, &config, Arc::new(door), &queue, &to_writer);
+        let unreached = Unreached::new(&servers);
         Ok(Run {
             started,
             resumed: resumed.0,
@@ -335,6 +359,7 @@ impl<D: Door> Run<D> {
             to_writer,
             connections,
             servers: open,
+            unreached,
             embedded,
         })
     }
@@ -348,10 +373,12 @@ impl<D: Door> Run<D> {
     /// Waits for the first of: the writer finishing (the normal end), the embedded server
     /// failing, `interrupt`, or the last server being given up on. A server given up on
     /// while others remain is logged once: its batches went back to the queue. When none
-    /// remains, its error is the run's, and is not logged (the caller reports it once).
+    /// remains, its error is the run's, and is not logged (the caller reports it once);
+    /// when none was ever reached, the run's error names each with its reason.
     async fn run(&mut self, interrupt: impl Future<Output = ()>) -> Ended {
         tokio::pin!(interrupt);
         let mut failure = None;
+        let mut unreached = std::mem::take(&mut self.unreached);
         loop {
             tokio::select! {
                 written = &mut self.writer => return Ended::Written(joined(written)),
@@ -360,12 +387,18 @@ impl<D: Door> Run<D> {
                 }
                 () = &mut interrupt => return Ended::Stopped(ClientError::Interrupted),
                 Some(ended) = self.connections.join_next(), if !self.connections.is_empty() => {
-                    if let Some(why) = self.servers.ended(ended) {
-                        failure = Some(why);
+                    match self.servers.ended(ended) {
+                        Some(ClientError::Connection(ConnectionError::NotReached { url, deadline, reason })) => {
+                            unreached.add(&url, deadline, reason)
+                        }
+                        Some(why) => failure = Some(why),
+                        None => {}
                     }
                     if self.connections.is_empty() && !self.queue.is_finished() {
-                        let why = failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into()));
-                        return Ended::Stopped(why);
+                        // A server that failed otherwise (answered wrongly, refused the call,
+                        // gave up after --retry-for) says more than one never reached.
+                        let why = failure.take().or_else(|| unreached.into_error());
+                        return Ended::Stopped(why.unwrap_or_else(|| ClientError::Aborted("no server left".into())));
                     }
                 }
             }
@@ -436,6 +469,7 @@ fn connect<D: Door>(
     let connection_config = ConnectionConfig {
         window: config.window.get(),
         retry_for: config.retry_for,
+        connect_deadline: config.connect_deadline,
         max_message_bytes: config.max_message_bytes,
         compression: config.compression,
     };
@@ -454,6 +488,40 @@ fn connect<D: Door>(
         connections.spawn(async move { (url, run.await) });
     }
     (connections, open)
+}
+
+/// Which servers of a run were given up on without ever being reached, and why, in the
+/// order the run was given them.
+#[derive(Debug, Default)]
+struct Unreached {
+    deadline: Duration,
+    servers: Vec<(String, Option<String>)>,
+}
+
+impl Unreached {
+    fn new(servers: &[Server]) -> Self {
+        Unreached { deadline: Duration::ZERO, servers: servers.iter().map(|s| (s.url().to_owned(), None)).collect() }
+    }
+
+    /// Notes why `url` was not reached within `deadline` (its first connection's reason).
+    fn add(&mut self, url: &str, deadline: Duration, reason: String) {
+        self.deadline = deadline;
+        if let Some((_, known @ None)) = self.servers.iter_mut().find(|(known, _)| known == url) {
+            *known = Some(reason);
+        }
+    }
+
+    /// One server's own error, or every server's in one.
+    fn into_error(self) -> Option<ClientError> {
+        let deadline = self.deadline;
+        let mut servers: Vec<(String, String)> =
+            self.servers.into_iter().filter_map(|(url, reason)| Some((url, reason?))).collect();
+        match servers.len() {
+            0 => None,
+            1 => servers.pop().map(|(url, reason)| ConnectionError::NotReached { url, deadline, reason }.into()),
+            _ => Some(ClientError::NoServerReached { deadline, servers }),
+        }
+    }
 }
 
 /// Resolves with why the embedded server stopped by itself; never without one.
