@@ -661,7 +661,9 @@ fn servers_never_reached_stop_the_run_at_the_connect_deadline_with_exit_two() {
         assert_eq!(status.code(), Some(2), "{stderr}");
         assert_eq!(
             stderr,
-            format!("gamesolver-client: cannot reach server {unknown} within 1.0s (--connect-deadline): {dns}\n")
+            format!(
+                "gamesolver-client: cannot reach server {unknown} within 1.0s (--connect-deadline): {dns}\n"
+            )
         );
         let (status, stderr) = solve(&[unknown, refused]);
         assert_eq!(status.code(), Some(2), "{stderr}");
@@ -673,6 +675,36 @@ fn servers_never_reached_stop_the_run_at_the_connect_deadline_with_exit_two() {
             )
         );
     }
+}
+
+/// Every client flag can come from `GAMESOLVER_CLIENT_<FLAG>`; the command line wins.
+#[test]
+fn flags_come_from_gamesolver_client_variables_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    generate(&input, 10, 6);
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let output =
+            Command::new(CLIENT).args(args).envs(env.iter().copied()).stdin(Stdio::null()).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), output.stdout)
+    };
+    let solve = ["solve", path_str(&input), "--server", "http://127.0.0.1:1"];
+    let (code, stderr, _) = run(&[("GAMESOLVER_CLIENT_CONNECT_DEADLINE", "0.5")], &solve);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "gamesolver-client: cannot reach server http://127.0.0.1:1 within 500.0ms (--connect-deadline): connection refused\n"
+    );
+
+    let gen = |env: &[(&str, &str)], args: &[&str]| {
+        let (code, stderr, stdout) = run(env, &[&["gen", "--count", "20"], args].concat());
+        assert_eq!(code, Some(0), "{stderr}");
+        stdout
+    };
+    let seeded = gen(&[], &["--seed", "9", "--mix", "iv=1"]);
+    assert_ne!(seeded, gen(&[], &[]));
+    assert_eq!(gen(&[("GAMESOLVER_CLIENT_SEED", "9"), ("GAMESOLVER_CLIENT_MIX", "iv=1")], &[]), seeded);
+    assert_eq!(gen(&[("GAMESOLVER_CLIENT_SEED", "3")], &["--seed", "9", "--mix", "iv=1"]), seeded);
 }
 
 #[test]

@@ -152,13 +152,16 @@ pub enum ConnectionError {
 }
 
 /// TLS for `https://` servers, as PEM files; the system's roots are always trusted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct TlsFiles {
-    /// One more trust root (a private CA).
+    /// PEM file of one more CA to trust for https:// servers (the system's are trusted too).
+    #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
-    /// A client certificate, for servers that require one (mutual TLS).
+    /// PEM certificate to present to https:// servers that require one (mutual TLS).
+    #[arg(long, value_name = "PEM", requires = "client_key")]
     pub client_cert: Option<PathBuf>,
-    /// The client certificate's private key.
+    /// PEM private key of --client-cert.
+    #[arg(long, value_name = "PEM", requires = "client_cert")]
     pub client_key: Option<PathBuf>,
 }
 
@@ -301,14 +304,15 @@ impl Server {
     }
 
     /// True once any connection to the server has been made.
-    fn reached(&self) -> bool {
+    pub(crate) fn reached(&self) -> bool {
         self.known.reached.load(Ordering::Relaxed)
     }
 
     /// Logs a retry warning, unless one about this server went out less than
     /// [`WARN_EVERY`] ago.
     fn warn(&self, message: impl FnOnce() -> String) {
-        let admitted = self.known.warnings.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).admit(Instant::now());
+        let admitted =
+            self.known.warnings.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).admit(Instant::now());
         match admitted {
             None => {}
             Some(0) => tracing::warn!(server = %self.url, "{}", message()),
@@ -411,7 +415,9 @@ impl Failure {
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
             Failure::NoConnection(waited) => format!("no connection within {waited:.1?}"),
             Failure::WriterGone => "output writer stopped".to_owned(),
-            Failure::Distrusted => server.known.distrust.why.get().map(ToString::to_string).unwrap_or_default(),
+            Failure::Distrusted => {
+                server.known.distrust.why.get().map(ToString::to_string).unwrap_or_default()
+            }
             Failure::Malformed(reason) => reason.clone(),
         }
     }
@@ -425,7 +431,8 @@ impl Failure {
             // hyper-util's resolver names its failure so (its type is private); the
             // resolver's own words follow, without std's prefix.
             if err.to_string() == "dns error" {
-                let detail = err.source().map(ToString::to_string).unwrap_or_default();
+                let deepest = std::iter::successors(Some(err), |err| err.source()).last();
+                let detail = deepest.map(ToString::to_string).unwrap_or_default();
                 let detail = detail.strip_prefix("failed to lookup address information: ").unwrap_or(&detail);
                 return format!("cannot resolve {} (DNS: {detail})", server.host());
             }
@@ -677,7 +684,8 @@ pub(crate) async fn run<D: Door>(
                     0 => String::new(),
                     n => format!("; {n} unanswered batches handed back"),
                 };
-                server.warn(|| format!("{}{handed_back}; retrying in {backoff:?}", failure.describe(&server)));
+                server
+                    .warn(|| format!("{}{handed_back}; retrying in {backoff:?}", failure.describe(&server)));
                 backoff
             }
         };
