@@ -194,6 +194,18 @@ impl Metrics {
             Unit::Seconds,
             inner.grundy_extensions.clone(),
         );
+        let spans = &super::traces::SPANS;
+        registry.register(
+            "trace_spans_ended",
+            "Trace spans ended (all zero without --otlp-endpoint)",
+            spans.ended.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Trace spans an OTLP collector accepted",
+            spans.exported.clone(),
+        );
+        registry.register("trace_spans_lost", "Trace spans in OTLP exports that failed", spans.lost.clone());
         registry.register(
             "build",
             "The running build",
