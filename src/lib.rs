@@ -20,7 +20,8 @@
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
 //! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
 //!   load; `table_file`, what they share on disk (no link followed, exclusive temporaries).
-//! - [`seconds`]: durations as flags give them.
+//! - [`seconds`]: durations as flags give them; [`flag_env`]: flags read from the
+//!   environment too, for both binaries.
 //! - [`server`]: [`server::Server`] (`bind`, then `run`): the whole server: accept loop
 //!   and per-client connection bounds, TLS, call limits and the request budget, metrics, traces,
 //!   health, reflection, the status codes other gRPC stacks send, and the tables'
@@ -35,6 +36,7 @@ pub mod client;
 pub mod codec;
 pub mod columnar;
 pub mod convert;
+pub mod flag_env;
 pub mod games;
 pub mod grundy_table_file;
 pub mod iv_table_file;

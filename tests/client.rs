@@ -545,21 +545,166 @@ fn fatal_errors_exit_two_with_a_message() {
     assert!(stderr.contains("unsupported scheme \"ftp\": use https:// (TLS) or http://"), "{stderr}");
 }
 
-/// Every server given up on is an unfinished run, not a wrong request: exit 1, as for lines
-/// with errors, with the server and its last error named.
+/// Feeds half of a generated file to `solve -` on a server of its own, with `extra`
+/// flags; once answers are on disk (the server has been reached), kills the server, runs
+/// `after` with its address, then feeds the rest. Returns the input and output paths, the
+/// client's exit status and its stderr.
+fn solve_past_a_killed_server(
+    dir: &Path,
+    seed: u64,
+    extra: &[&str],
+    after: impl FnOnce(std::net::SocketAddr) -> Option<ServerProcess>,
+) -> (PathBuf, PathBuf, ExitStatus, String) {
+    let (input, output) = (dir.join("in.jsonl"), dir.join("out.jsonl"));
+    generate(&input, 60_000, seed);
+    let text = std::fs::read(&input).unwrap();
+    let half = text.len() / 2 + text[text.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let server = ServerProcess::start("127.0.0.1:0", &[]);
+    let mut run = Command::new(CLIENT)
+        .args(["solve", "-", "-o", path_str(&output), "--quiet", "--batch-size", "256", "--server"])
+        .arg(server.url())
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(&text[..half]).unwrap();
+    stdin.flush().unwrap();
+    for _ in 0..1500 {
+        if std::fs::metadata(&output).map_or(0, |m| m.len()) > 0 {
+            break;
+        }
+        assert!(run.try_wait().unwrap().is_none(), "client exited early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let restarted = after(server.kill());
+    // The client may have given up already: then the rest has no reader.
+    let _ = stdin.write_all(&text[half..]);
+    drop(stdin);
+    let ended = run.wait_with_output().unwrap();
+    drop(restarted);
+    (input, output, ended.status, String::from_utf8_lossy(&ended.stderr).into_owned())
+}
+
+/// A server reached once and then lost is a fault to ride out: it is retried for
+/// `--retry-for`, however short `--connect-deadline` is.
 #[test]
-fn a_server_given_up_on_exits_one() {
+fn a_server_lost_mid_run_is_retried_past_the_connect_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
-    generate(&input, 100, 6);
-    // A port that nobody listens on: the server is given up on after --retry-for.
-    let dead = ServerProcess::start("127.0.0.1:0", &[]).kill();
-    let url = format!("http://{dead}");
-    let (status, stderr) =
-        client(&["solve", path_str(&input), "-o", path_str(&output), "--server", &url, "--retry-for", "0.5"]);
+    let flags = ["--connect-deadline", "0.5", "--retry-for", "60"];
+    let (input, output, status, stderr) = solve_past_a_killed_server(dir.path(), 7, &flags, |addr| {
+        // Down for four times the connect deadline.
+        std::thread::sleep(Duration::from_secs(2));
+        Some(ServerProcess::start(&addr.to_string(), &[]))
+    });
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_all_correct(&input, &output);
+}
+
+/// A server reached and then lost for good is given up on after `--retry-for`: an
+/// unfinished run, not a wrong request, so exit 1 with the server and its last error named.
+#[test]
+fn a_server_lost_for_good_is_given_up_on_after_retry_for_with_exit_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--retry-for", "0.5"];
+    let mut url = String::new();
+    let (_, _, status, stderr) = solve_past_a_killed_server(dir.path(), 6, &flags, |addr| {
+        url = format!("http://{addr}");
+        None
+    });
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains(&format!("server {url} failed for")), "{stderr}");
-    assert!(stderr.contains("without answering (last error: cannot connect"), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with(&format!("gamesolver-client: server {url} failed for ")), "{stderr}");
+    assert!(last.contains(" without answering (last error: cannot connect: "), "{stderr}");
+}
+
+/// What the system's resolver says of `host`, as the client quotes it.
+fn resolver_says(host: &str) -> String {
+    use std::net::ToSocketAddrs;
+    let err = (host, 1).to_socket_addrs().expect_err("the host does not resolve").to_string();
+    err.strip_prefix("failed to lookup address information: ").unwrap_or(&err).to_owned()
+}
+
+/// A run that never reached any server was asked wrongly: it stops at the connect
+/// deadline (not after --retry-for) with exit 2 and one line naming each server and why,
+/// for JSON lines (gRPC) and tables (Flight) alike.
+#[test]
+fn servers_never_reached_stop_the_run_at_the_connect_deadline_with_exit_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lines, table) = (dir.path().join("in.jsonl"), dir.path().join("in.csv"));
+    generate(&lines, 100, 6);
+    std::fs::write(&table, "id,n\na,5\nb,7\n").unwrap();
+    let refused = "http://127.0.0.1:1";
+    let unknown = "http://nonexistent.invalid:1";
+    let dns = format!("cannot resolve nonexistent.invalid (DNS: {})", resolver_says("nonexistent.invalid"));
+    for input in [&lines, &table] {
+        let output = dir.path().join("out");
+        let solve = |servers: &[&str]| {
+            let mut args = vec!["solve", path_str(input), "-o", path_str(&output), "--quiet"];
+            // Far beyond the deadline: a run that waited for it would show.
+            args.extend(["--connect-deadline", "1", "--retry-for", "600"]);
+            for server in servers {
+                args.extend(["--server", server]);
+            }
+            client(&args)
+        };
+        let (status, stderr) = solve(&[refused]);
+        assert_eq!(status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "gamesolver-client: cannot reach server {refused} within 1.0s (--connect-deadline): connection refused\n"
+            )
+        );
+        let (status, stderr) = solve(&[unknown]);
+        assert_eq!(status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "gamesolver-client: cannot reach server {unknown} within 1.0s (--connect-deadline): {dns}\n"
+            )
+        );
+        let (status, stderr) = solve(&[unknown, refused]);
+        assert_eq!(status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "gamesolver-client: cannot reach any server within 1.0s (--connect-deadline): \
+                 {unknown}: {dns}; {refused}: connection refused\n"
+            )
+        );
+    }
+}
+
+/// Every client flag can come from `GAMESOLVER_CLIENT_<FLAG>`; the command line wins.
+#[test]
+fn flags_come_from_gamesolver_client_variables_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    generate(&input, 10, 6);
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let output =
+            Command::new(CLIENT).args(args).envs(env.iter().copied()).stdin(Stdio::null()).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), output.stdout)
+    };
+    let solve = ["solve", path_str(&input), "--server", "http://127.0.0.1:1"];
+    let (code, stderr, _) = run(&[("GAMESOLVER_CLIENT_CONNECT_DEADLINE", "0.5")], &solve);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "gamesolver-client: cannot reach server http://127.0.0.1:1 within 500.0ms (--connect-deadline): connection refused\n"
+    );
+
+    let gen = |env: &[(&str, &str)], args: &[&str]| {
+        let (code, stderr, stdout) = run(env, &[&["gen", "--count", "20"], args].concat());
+        assert_eq!(code, Some(0), "{stderr}");
+        stdout
+    };
+    let seeded = gen(&[], &["--seed", "9", "--mix", "iv=1"]);
+    assert_ne!(seeded, gen(&[], &[]));
+    assert_eq!(gen(&[("GAMESOLVER_CLIENT_SEED", "9"), ("GAMESOLVER_CLIENT_MIX", "iv=1")], &[]), seeded);
+    assert_eq!(gen(&[("GAMESOLVER_CLIENT_SEED", "3")], &["--seed", "9", "--mix", "iv=1"]), seeded);
 }
 
 #[test]

@@ -309,6 +309,8 @@ fn an_over_long_line_costs_at_most_the_limit() {
     let mut child = Command::new(CLIENT)
         .args(["solve", "-", "--quiet", "-o", &path_str(&output), "--batch-size", "1"])
         .args(["--max-message-bytes", &LIMIT.to_string(), "--server", "http://127.0.0.1:1"])
+        // Nothing listens there; the run must outlast the measurement.
+        .args(["--connect-deadline", "600"])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,23 +1,19 @@
 //! `gamesolver-client`: parses flags, sets up logging, and runs [`gamesolver::client`].
 
 use std::io::{ErrorKind, IsTerminal};
-use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gamesolver::client::format::Format;
-use gamesolver::client::gen::{self, GenConfig, Mix, SizeRange};
-use gamesolver::client::{
-    self, ClientError, ColumnMap, ConnectionError, EmbeddedServer, EmbeddedStarter, InputSource, Rename,
-    SolveConfig, TlsFiles,
-};
+use gamesolver::client::gen::{self, GenConfig};
+use gamesolver::client::{self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, SolveConfig};
+use gamesolver::flag_env;
 use gamesolver::seconds::Seconds;
 use gamesolver::server::config::{GrundyTableConfig, IvTableConfig};
 use gamesolver::server::{Server, ServerConfig};
-use tonic::codec::CompressionEncoding;
 
 /// Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV)
 /// through gamesolver servers
@@ -52,92 +48,11 @@ enum Command {
     },
 }
 
-/// Each flag's default is the library's, read here once.
-fn defaults() -> SolveConfig {
-    SolveConfig::default()
-}
-
+/// `solve`'s flags: the library's own, and the embedded server's tables.
 #[derive(Debug, clap::Args)]
 struct SolveArgs {
-    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
-    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
-    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
-    /// (num, stones, n, piles, and an optional id).
-    input: String,
-    /// Output file (`-` or none: stdout), in the format of its extension, or else the
-    /// input's. Parquet and Arrow are not written to a terminal.
-    #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// The input's format, whatever its name says (JSON lines when its name has no known
-    /// extension).
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    input_format: Option<Format>,
-    /// The output's format, whatever its name says.
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    output_format: Option<Format>,
-    /// A table's own column for a contract column (id, num, stones, n, piles):
-    /// `n=pile_size` reads Stone Game IV's n from pile_size; a renamed id is written back
-    /// under its own name. Repeatable.
-    #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
-    columns: Vec<Rename>,
-    /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
-    /// repeat to spread the load. Without one, a server is started in this process (its
-    /// tables set by the embedded server's flags).
-    #[arg(long = "server", value_name = "URL")]
-    servers: Vec<String>,
-    /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
-    /// (OUTPUT.resume) proves they answer this input.
-    #[arg(long)]
-    resume: bool,
-    /// Ask for the winner only: answers have no `winningMove` (faster on long games).
-    #[arg(long)]
-    winner_only: bool,
-    /// PEM file of one more CA to trust for https:// servers (the system's are trusted too).
-    #[arg(long, value_name = "PEM")]
-    ca_cert: Option<PathBuf>,
-    /// PEM certificate to present to https:// servers that require one (mutual TLS).
-    #[arg(long, value_name = "PEM", requires = "client_key")]
-    client_cert: Option<PathBuf>,
-    /// PEM private key of --client-cert.
-    #[arg(long, value_name = "PEM", requires = "client_cert")]
-    client_key: Option<PathBuf>,
-    /// Seconds a server may keep failing, or stay silent (connecting, or with batches in
-    /// flight), without answering before it is given up on (exit 1; --resume completes
-    /// the output).
-    #[arg(long, default_value_t = defaults().retry_for.as_secs_f64(), value_name = "SECONDS")]
-    retry_for: f64,
-    /// Problems per batch of JSON lines, at most.
-    #[arg(long, default_value_t = defaults().batch_problems)]
-    batch_size: NonZeroUsize,
-    /// Rows per batch of a table, at most (fewer when its rows are long: a batch stays
-    /// within half of --max-message-bytes).
-    #[arg(long, default_value_t = defaults().batch_rows)]
-    batch_rows: NonZeroUsize,
-    /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
-    /// written before it stopped).
-    #[arg(long, default_value_t = defaults().row_group_rows)]
-    row_group_rows: NonZeroUsize,
-    /// Encoded bytes per batch, about.
-    #[arg(long, default_value_t = defaults().batch_bytes)]
-    batch_bytes: NonZeroUsize,
-    /// Connections per server, each with one streaming call.
-    #[arg(long, default_value_t = defaults().connections)]
-    connections: NonZeroUsize,
-    /// Batches in flight per connection.
-    #[arg(long, default_value_t = defaults().window)]
-    window: NonZeroUsize,
-    /// Bytes of batches read but not yet written, at most (bounds memory).
-    #[arg(long, default_value_t = defaults().in_flight_bytes)]
-    in_flight_bytes: NonZeroUsize,
-    /// Largest gRPC message; longer input lines become error lines.
-    #[arg(long, default_value_t = defaults().max_message_bytes)]
-    max_message_bytes: usize,
-    /// Compression of gRPC messages.
-    #[arg(long, value_enum, default_value_t = Compression::from(defaults().compression))]
-    compression: Compression,
-    /// No progress bar and no summary.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    config: SolveConfig,
     /// The embedded server's Stone Game IV table: the server's own flags.
     #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
     iv_table: IvTableConfig,
@@ -149,10 +64,12 @@ struct SolveArgs {
 /// The help heading of the server flags that `solve` passes to its embedded server.
 const EMBEDDED_SERVER: &str = "Embedded server (without --server)";
 
-/// The command line: [`Args`], with the embedded server's flags refused beside `--server`
+/// The command line: [`Args`], every subcommand's flags also read from
+/// `GAMESOLVER_CLIENT_<FLAG>`, and the embedded server's flags refused beside `--server`
 /// (a remote server's tables are its own).
 fn command() -> clap::Command {
-    Args::command().mut_subcommand("solve", |solve| {
+    let command = Args::command().mut_subcommands(|sub| flag_env::with_env(sub, client::ENV_PREFIX));
+    command.mut_subcommand("solve", |solve| {
         let embedded: Vec<clap::Id> = solve
             .get_arguments()
             .filter(|arg| arg.get_help_heading() == Some(EMBEDDED_SERVER))
@@ -162,63 +79,11 @@ fn command() -> clap::Command {
     })
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Compression {
-    None,
-    Gzip,
-    Zstd,
-}
-
-impl From<Option<CompressionEncoding>> for Compression {
-    fn from(encoding: Option<CompressionEncoding>) -> Self {
-        match encoding {
-            Some(CompressionEncoding::Gzip) => Compression::Gzip,
-            Some(CompressionEncoding::Zstd) => Compression::Zstd,
-            // tonic may learn more encodings; this client offers only these.
-            _ => Compression::None,
-        }
-    }
-}
-
-impl From<Compression> for Option<CompressionEncoding> {
-    fn from(compression: Compression) -> Self {
-        match compression {
-            Compression::None => None,
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-        }
-    }
-}
-
+/// `gen`'s flags: the library's, and where the problems go.
 #[derive(Debug, clap::Args)]
 struct GenArgs {
-    /// Problems to write.
-    #[arg(long)]
-    count: u64,
-    /// Seed; the same seed writes the same file.
-    #[arg(long, default_value_t = GenConfig::default().seed)]
-    seed: u64,
-    /// Relative weights of the games.
-    #[arg(long, default_value_t = GenConfig::default().mix)]
-    mix: Mix,
-    /// Sum Game string length, `N` or `MIN..MAX` (inclusive; odd lengths round down).
-    #[arg(long, default_value_t = GenConfig::default().sum_len)]
-    sum_len: SizeRange,
-    /// Stone Game IX number of stones, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().ix_len)]
-    ix_len: SizeRange,
-    /// Stone Game IX stone values, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().ix_value)]
-    ix_value: SizeRange,
-    /// Stone Game IV pile sizes, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().iv_n)]
-    iv_n: SizeRange,
-    /// Nim Square number of piles, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().nim_piles)]
-    nim_piles: SizeRange,
-    /// Nim Square pile sizes, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().nim_n)]
-    nim_n: SizeRange,
+    #[command(flatten)]
+    config: GenConfig,
     /// Output file (`-` or none: stdout), in the format of its extension (.jsonl,
     /// .parquet, .arrow, .arrows, .csv); JSON lines when it has none.
     #[arg(short, long, value_name = "FILE")]
@@ -288,32 +153,13 @@ fn main() -> ExitCode {
 }
 
 fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
-    let retry_for = Duration::try_from_secs_f64(args.retry_for)
-        .context("--retry-for must be a non-negative number of seconds")?;
+    let SolveArgs { config, iv_table, grundy_table } = args;
+    let quiet = config.quiet;
     let config = SolveConfig {
-        input: InputSource::parse(&args.input),
-        output: output_file(args.output),
-        input_format: args.input_format,
-        output_format: args.output_format,
-        columns: ColumnMap::new(args.columns)?,
-        servers: args.servers,
         embedded: Some(EmbeddedStarter::new(move || {
-            start_embedded_server(args.iv_table.clone(), args.grundy_table.clone())
+            start_embedded_server(iv_table.clone(), grundy_table.clone())
         })),
-        resume: args.resume,
-        winner_only: args.winner_only,
-        tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
-        retry_for,
-        batch_problems: args.batch_size,
-        batch_rows: args.batch_rows,
-        row_group_rows: args.row_group_rows,
-        batch_bytes: args.batch_bytes,
-        connections: args.connections,
-        window: args.window,
-        in_flight_bytes: args.in_flight_bytes,
-        max_message_bytes: args.max_message_bytes,
-        compression: args.compression.into(),
-        progress: !args.quiet && std::io::stderr().is_terminal(),
+        ..config
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let interrupt = async {
@@ -326,7 +172,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     // A reader blocked on a silent stdin must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(100));
     let summary = result?;
-    if !args.quiet {
+    if !quiet {
         eprintln!("{summary}");
     }
     Ok(if summary.has_errors() { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -366,19 +212,9 @@ fn man(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
 }
 
 fn generate(args: GenArgs) -> anyhow::Result<()> {
-    let config = GenConfig {
-        count: args.count,
-        seed: args.seed,
-        mix: args.mix,
-        sum_len: args.sum_len,
-        ix_len: args.ix_len,
-        ix_value: args.ix_value,
-        iv_n: args.iv_n,
-        nim_piles: args.nim_piles,
-        nim_n: args.nim_n,
-    };
-    let output = output_file(args.output);
-    let format = Format::of_output(args.output_format, output.as_deref(), Format::Jsonl);
+    let GenArgs { config, output, output_format } = args;
+    let output = output_file(output);
+    let format = Format::of_output(output_format, output.as_deref(), Format::Jsonl);
     let out: Box<dyn std::io::Write + Send> = match &output {
         Some(path) => {
             let file =

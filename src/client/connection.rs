@@ -13,8 +13,9 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -46,13 +47,20 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// answer or handshake slower than an instant into one.
 const MIN_SILENCE: Duration = Duration::from_secs(1);
 
+/// At most one warning about a failing server this often (the next one counts the
+/// failures held back): a server down for a minute is one fact, not seventy lines.
+const WARN_EVERY: Duration = Duration::from_secs(5);
+
 /// How one server is talked to.
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
     /// Batches sent and not yet answered, at most.
     pub window: usize,
-    /// How long failures may go on without a single answer before giving up.
+    /// How long failures may go on without a single answer before giving up, once the
+    /// server has been reached.
     pub retry_for: Duration,
+    /// How long a server that was never reached is tried before it is given up on.
+    pub connect_deadline: Duration,
     /// Largest message sent or received.
     pub max_message_bytes: usize,
     /// Compression of messages, both ways.
@@ -98,6 +106,17 @@ pub enum ConnectionError {
         /// The same server with `https://`.
         https: String,
     },
+    /// No connection to the server was ever made, within the connect deadline: a wrong
+    /// address more likely than a fault to ride out.
+    #[error("cannot reach server {url} within {deadline:.1?} (--connect-deadline): {reason}")]
+    NotReached {
+        /// The server.
+        url: String,
+        /// How long it was tried.
+        deadline: Duration,
+        /// Why the last attempt failed: refused, no route, DNS, TLS.
+        reason: String,
+    },
     /// No answer came for the whole retry period.
     #[error("server {url} failed for {elapsed:.1?} without answering (last error: {last})")]
     Unreachable {
@@ -133,13 +152,16 @@ pub enum ConnectionError {
 }
 
 /// TLS for `https://` servers, as PEM files; the system's roots are always trusted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct TlsFiles {
-    /// One more trust root (a private CA).
+    /// PEM file of one more CA to trust for https:// servers (the system's are trusted too).
+    #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
-    /// A client certificate, for servers that require one (mutual TLS).
+    /// PEM certificate to present to https:// servers that require one (mutual TLS).
+    #[arg(long, value_name = "PEM", requires = "client_key")]
     pub client_cert: Option<PathBuf>,
-    /// The client certificate's private key.
+    /// PEM private key of --client-cert.
+    #[arg(long, value_name = "PEM", requires = "client_cert")]
     pub client_key: Option<PathBuf>,
 }
 
@@ -179,7 +201,39 @@ impl TlsFiles {
 pub struct Server {
     url: String,
     endpoint: Endpoint,
-    distrust: Arc<Distrust>,
+    known: Arc<Known>,
+}
+
+/// What the connections to one server learn of it together.
+#[derive(Debug, Default)]
+struct Known {
+    /// Why it is not asked again, once it answered wrongly.
+    distrust: Distrust,
+    /// Set once any connection to it is made: from then on a failure is a fault to
+    /// retry for `--retry-for`, no longer a sign of a wrong address.
+    reached: AtomicBool,
+    /// Its retry warnings, rate-limited across its connections.
+    warnings: Mutex<WarnGate>,
+}
+
+/// Lets through one warning every [`WARN_EVERY`], and counts the others.
+#[derive(Debug, Default)]
+struct WarnGate {
+    last: Option<Instant>,
+    held: u64,
+}
+
+impl WarnGate {
+    /// Whether a warning at `now` goes out; if so, with how many were held back since
+    /// the last one.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if self.last.is_some_and(|last| now.saturating_duration_since(last) < WARN_EVERY) {
+            self.held += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.held))
+    }
 }
 
 /// Set when any connection to a server finds a wrong answer: from then on none of its
@@ -219,7 +273,7 @@ impl Server {
             // Room for a full window of answers, so that the server never waits on us.
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20);
-        Ok(Server { url: full, endpoint, distrust: Arc::default() })
+        Ok(Server { url: full, endpoint, known: Arc::default() })
     }
 
     /// The URL, normalised.
@@ -232,16 +286,40 @@ impl Server {
         self.url.starts_with("https://")
     }
 
+    /// The host of the URL, without an IPv6 address's brackets.
+    fn host(&self) -> &str {
+        self.endpoint.uri().host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']')
+    }
+
     /// Marks the server as answering wrongly, for every connection to it.
     fn distrust(&self, wrong: WrongAnswer) -> Failure {
-        let _ = self.distrust.why.set(wrong);
-        self.distrust.set.cancel();
+        let _ = self.known.distrust.why.set(wrong);
+        self.known.distrust.set.cancel();
         Failure::Distrusted
     }
 
     /// Resolves once the server has answered wrongly on any connection.
     async fn distrusted(&self) {
-        self.distrust.set.cancelled().await
+        self.known.distrust.set.cancelled().await
+    }
+
+    /// True once any connection to the server has been made.
+    pub(crate) fn reached(&self) -> bool {
+        self.known.reached.load(Ordering::Relaxed)
+    }
+
+    /// Logs a retry warning, unless one about this server went out less than
+    /// [`WARN_EVERY`] ago.
+    fn warn(&self, message: impl FnOnce() -> String) {
+        let admitted =
+            self.known.warnings.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).admit(Instant::now());
+        match admitted {
+            None => {}
+            Some(0) => tracing::warn!(server = %self.url, "{}", message()),
+            Some(held) => {
+                tracing::warn!(server = %self.url, "{} ({held} more failures since the last warning)", message())
+            }
+        }
     }
 }
 
@@ -337,9 +415,44 @@ impl Failure {
             Failure::Silent(waited) => format!("no answer for {waited:.1?} with batches in flight"),
             Failure::NoConnection(waited) => format!("no connection within {waited:.1?}"),
             Failure::WriterGone => "output writer stopped".to_owned(),
-            Failure::Distrusted => server.distrust.why.get().map(ToString::to_string).unwrap_or_default(),
+            Failure::Distrusted => {
+                server.known.distrust.why.get().map(ToString::to_string).unwrap_or_default()
+            }
             Failure::Malformed(reason) => reason.clone(),
         }
+    }
+
+    /// Why a server that was never reached could not be, in the terms a user checks an
+    /// address by: refused, no route, its name (DNS), TLS.
+    fn unreached(&self, server: &Server) -> String {
+        let Failure::Connect(err) = self else { return self.describe(server) };
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(err) = cause {
+            // hyper-util's resolver names its failure so (its type is private); the
+            // resolver's own words follow, without std's prefix.
+            if err.to_string() == "dns error" {
+                let deepest = std::iter::successors(Some(err), |err| err.source()).last();
+                let detail = deepest.map(ToString::to_string).unwrap_or_default();
+                let detail = detail.strip_prefix("failed to lookup address information: ").unwrap_or(&detail);
+                return format!("cannot resolve {} (DNS: {detail})", server.host());
+            }
+            if let Some(tls) = rustls_error(err) {
+                return format!("TLS handshake failed: {tls}");
+            }
+            let kind = err.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+            let reason = match kind {
+                Some(std::io::ErrorKind::ConnectionRefused) => Some("connection refused"),
+                Some(std::io::ErrorKind::HostUnreachable) => Some("no route to host"),
+                Some(std::io::ErrorKind::NetworkUnreachable) => Some("network unreachable"),
+                Some(std::io::ErrorKind::TimedOut) => Some("connection timed out"),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                return reason.to_owned();
+            }
+            cause = err.source();
+        }
+        self.describe(server)
     }
 
     /// A TLS failure with its fix, for a server reached as `host`, when it is one that
@@ -400,9 +513,7 @@ fn is_certificate_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(err);
     while let Some(err) = cause {
         let io = err.downcast_ref::<std::io::Error>();
-        let inner = io.and_then(|io| io.get_ref());
-        let tls = err.downcast_ref::<Tls>().or_else(|| inner.and_then(|inner| inner.downcast_ref::<Tls>()));
-        if let Some(tls) = tls {
+        if let Some(tls) = rustls_error(err) {
             return matches!(
                 tls,
                 Tls::InvalidCertificate(_) | Tls::NoCertificatesPresented | Tls::AlertReceived(_)
@@ -419,6 +530,14 @@ fn is_certificate_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// rustls's error, when `err` is one or an `io::Error` that holds one (where `source()`
+/// does not reach).
+fn rustls_error<'e>(err: &'e (dyn std::error::Error + 'static)) -> Option<&'e tokio_rustls::rustls::Error> {
+    use tokio_rustls::rustls::Error as Tls;
+    let inner = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+    err.downcast_ref::<Tls>().or_else(|| inner.and_then(|inner| inner.downcast_ref::<Tls>()))
+}
+
 /// The HTTP/2 client preface and an empty SETTINGS frame: what a plaintext connection
 /// sends first.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
@@ -433,9 +552,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// "frame with invalid size", which looks like any broken peer and would be retried.
 async fn speaks_tls(server: &Server) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let uri = server.endpoint.uri();
-    let (Some(host), Some(port)) = (uri.host(), uri.port_u16()) else { return false };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let Some(port) = server.endpoint.uri().port_u16() else { return false };
+    let host = server.host();
     let probe = async {
         let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
         stream.write_all(H2_PREFACE).await.ok()?;
@@ -448,7 +566,7 @@ async fn speaks_tls(server: &Server) -> bool {
 
 /// The error to give up with at once, when `failure` is one that no retry can fix.
 fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
-    if let (Failure::Distrusted, Some(what)) = (failure, server.distrust.why.get()) {
+    if let (Failure::Distrusted, Some(what)) = (failure, server.known.distrust.why.get()) {
         return Some(ConnectionError::WrongAnswer { url: server.url.clone(), what: what.clone() });
     }
     if let Failure::Status(status) = failure {
@@ -467,18 +585,19 @@ fn fatal(server: &Server, failure: &Failure) -> Option<ConnectionError> {
         Failure::Status(status) => is_certificate_failure(status),
         _ => false,
     };
-    let host = server.endpoint.uri().host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
     certificate.then(|| ConnectionError::Certificate {
         url: server.url.clone(),
-        reason: failure.explain(host).unwrap_or_else(|| failure.describe(server)),
+        reason: failure.explain(server.host()).unwrap_or_else(|| failure.describe(server)),
     })
 }
 
 /// Feeds `server` from `queue` until the queue is finished; answers go to `writer`.
-/// Reconnects with backoff after failures; gives up after `retry_for` without an answer,
-/// counted from the last answer (or the first batch sent after it, or the start of a
-/// connection that never completes), so that a server that goes silent at any step is
-/// given up on as promptly as one that fails.
+/// Reconnects with backoff after failures. Until a connection to the server has been made
+/// (by any connection of this run), it is given up on after the connect deadline, counted
+/// from the start: a server never reached is most likely a wrong address. Once reached, it
+/// is given up on after `retry_for` without an answer, counted from the last answer (or
+/// the first batch sent after it, or the start of a connection that never completes), so
+/// that a server that goes silent at any step is given up on as promptly as one that fails.
 pub(crate) async fn run<D: Door>(
     server: Server,
     door: Arc<D>,
@@ -486,6 +605,7 @@ pub(crate) async fn run<D: Door>(
     writer: mpsc::Sender<ToWriter<D::Payload>>,
     config: ConnectionConfig,
 ) -> Result<(), ConnectionError> {
+    let started = Instant::now();
     let mut window = VecDeque::new();
     let mut failing_since: Option<Instant> = None;
     let mut backoff = FIRST_BACKOFF;
@@ -495,12 +615,18 @@ pub(crate) async fn run<D: Door>(
     loop {
         let mut answered = false;
         let mut waiting_since = None;
+        // A server not reached yet gets what is left of the deadline to complete a connection.
+        let connect_within = match server.reached() {
+            true => config.retry_for.max(MIN_SILENCE),
+            false => config.connect_deadline.saturating_sub(started.elapsed()).max(MIN_SILENCE),
+        };
         let attempt = attempt(
             &server,
             &*door,
             &queue,
             &writer,
             &config,
+            connect_within,
             &mut window,
             &mut answered,
             &mut waiting_since,
@@ -531,28 +657,48 @@ pub(crate) async fn run<D: Door>(
                 return Err(ConnectionError::SpeaksTls { url: server.url.clone(), https });
             }
         }
-        let since = *failing_since.get_or_insert_with(|| waiting_since.unwrap_or_else(Instant::now));
-        if since.elapsed() >= config.retry_for {
-            return Err(ConnectionError::Unreachable {
-                url: server.url.clone(),
-                elapsed: since.elapsed(),
-                last: failure.describe(&server),
-            });
-        }
-        let handed_back = match unanswered {
-            0 => String::new(),
-            n => format!("; {n} unanswered batches handed back"),
+        let pause = match server.reached() {
+            false => {
+                let left = config.connect_deadline.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(ConnectionError::NotReached {
+                        url: server.url.clone(),
+                        deadline: config.connect_deadline,
+                        reason: failure.unreached(&server),
+                    });
+                }
+                // Not worth a warning yet: if it stays so, the run ends with one message.
+                tracing::debug!(server = %server.url, "{}; retrying in {backoff:?}", failure.describe(&server));
+                backoff.min(left)
+            }
+            true => {
+                let since = *failing_since.get_or_insert_with(|| waiting_since.unwrap_or_else(Instant::now));
+                if since.elapsed() >= config.retry_for {
+                    return Err(ConnectionError::Unreachable {
+                        url: server.url.clone(),
+                        elapsed: since.elapsed(),
+                        last: failure.describe(&server),
+                    });
+                }
+                let handed_back = match unanswered {
+                    0 => String::new(),
+                    n => format!("; {n} unanswered batches handed back"),
+                };
+                server
+                    .warn(|| format!("{}{handed_back}; retrying in {backoff:?}", failure.describe(&server)));
+                backoff
+            }
         };
-        tracing::warn!(server = %server.url, "{}{handed_back}; retrying in {backoff:?}", failure.describe(&server));
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(pause) => {}
             () = queue.finished() => return Ok(()),
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-/// One connection and one call; `window` holds the batches sent and not yet answered, and
+/// One connection (made within `connect_within`) and one call; `window` holds the batches
+/// sent and not yet answered, and
 /// `waiting_since` when the oldest wait on the server began (the connection, the last
 /// answer, or the send into an empty window). Every such wait ends after the silence the
 /// retry period allows, whatever the server does meanwhile: a server can keep its
@@ -565,6 +711,7 @@ async fn attempt<D: Door>(
     queue: &WorkQueue<D::Payload>,
     writer: &mpsc::Sender<ToWriter<D::Payload>>,
     config: &ConnectionConfig,
+    connect_within: Duration,
     window: &mut VecDeque<Batch<D::Payload>>,
     answered: &mut bool,
     waiting_since: &mut Option<Instant>,
@@ -577,13 +724,14 @@ async fn attempt<D: Door>(
     let connect = async { server.endpoint.connect().await.map_err(Failure::Connect) };
     let channel = tokio::select! {
         () = server.distrusted() => return Err(Failure::Distrusted),
-        connected = tokio::time::timeout(silence, connect) => {
-            connected.map_err(|_| Failure::NoConnection(silence))??
+        connected = tokio::time::timeout(connect_within, connect) => {
+            connected.map_err(|_| Failure::NoConnection(connect_within))??
         }
         () = queue.finished() => return Ok(()),
     };
     // Connected: an idle connection waits for work, not for the server.
     *waiting_since = None;
+    server.known.reached.store(true, Ordering::Relaxed);
 
     // The first batch goes before the call opens, so that an idle connection holds no call.
     let first = tokio::select! {
@@ -705,5 +853,25 @@ impl Decoder for PassThrough {
 
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::new(256 * 1024, 1 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_warnings_go_out_once_per_period_with_the_count_held_back() {
+        let mut gate = WarnGate::default();
+        let start = Instant::now();
+        let at = |seconds: f64| start + Duration::from_secs_f64(seconds);
+        assert_eq!(gate.admit(at(0.0)), Some(0));
+        assert_eq!(gate.admit(at(0.1)), None);
+        assert_eq!(gate.admit(at(2.0)), None);
+        assert_eq!(gate.admit(at(4.9)), None);
+        assert_eq!(gate.admit(at(5.0)), Some(3));
+        assert_eq!(gate.admit(at(6.0)), None);
+        assert_eq!(gate.admit(at(20.0)), Some(1));
+        assert_eq!(gate.admit(at(30.0)), Some(0));
     }
 }

@@ -121,26 +121,36 @@ impl FromStr for SizeRange {
     }
 }
 
-/// What to generate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What to generate: the flags of `gamesolver-client gen` (each field's doc is its help
+/// text; its default is [`GenConfig::default`]'s).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct GenConfig {
     /// Problems to write.
+    #[arg(long)]
     pub count: u64,
-    /// Seed of the generator.
+    /// Seed; the same seed writes the same file.
+    #[arg(long, default_value_t = GenConfig::default().seed)]
     pub seed: u64,
-    /// Share of each game.
+    /// Relative weights of the games.
+    #[arg(long, default_value_t = GenConfig::default().mix)]
     pub mix: Mix,
-    /// Sum Game string length (rounded down to even).
+    /// Sum Game string length, `N` or `MIN..MAX` (inclusive; odd lengths round down).
+    #[arg(long, default_value_t = GenConfig::default().sum_len)]
     pub sum_len: SizeRange,
-    /// Stone Game IX number of stones.
+    /// Stone Game IX number of stones, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().ix_len)]
     pub ix_len: SizeRange,
-    /// Stone Game IX stone values.
+    /// Stone Game IX stone values, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().ix_value)]
     pub ix_value: SizeRange,
-    /// Stone Game IV pile sizes.
+    /// Stone Game IV pile sizes, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().iv_n)]
     pub iv_n: SizeRange,
-    /// Nim Square number of piles.
+    /// Nim Square number of piles, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().nim_piles)]
     pub nim_piles: SizeRange,
-    /// Nim Square pile sizes.
+    /// Nim Square pile sizes, `N` or `MIN..MAX`.
+    #[arg(long, default_value_t = GenConfig::default().nim_n)]
     pub nim_n: SizeRange,
 }
 

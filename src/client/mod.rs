@@ -19,6 +19,10 @@
 //! through the [`EmbeddedStarter`] its caller hands it, so that a program linking the
 //! client does not link the server.
 
+/// Prefix of the environment variables that the client's flags can come from:
+/// `GAMESOLVER_CLIENT_RETRY_FOR` for `--retry-for`.
+pub const ENV_PREFIX: &str = "GAMESOLVER_CLIENT_";
+
 pub(crate) mod answer_check;
 pub(crate) mod batch;
 pub(crate) mod budget;
@@ -46,7 +50,7 @@ pub use connection::{ConnectionError, TlsFiles};
 pub use embedded::{BoxError, EmbeddedServer, EmbeddedStarter};
 pub use input::{InputError, InputSource};
 pub use output::OutputError;
-pub use pipeline::{solve, solve_until, ClientError, SolveConfig};
+pub use pipeline::{solve, solve_until, ClientError, Compression, SolveConfig};
 pub use problem_json::{parse_problem, LineError};
 pub use progress::Summary;
 pub use resume::ResumeError;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io;
+use std::io::{self, IsTerminal};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
@@ -29,62 +29,131 @@ use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
 use crate::client::resume::ResumeError;
 use crate::client::sink::write_answers;
-use crate::client::table::columns::{ColumnMap, ColumnsError};
+use crate::client::table::columns::{ColumnMap, ColumnsError, Rename};
+use crate::seconds::Seconds;
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
 /// stopped answering must not hold the exit longer.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
-/// Everything a `solve` run needs.
-#[derive(Debug, Clone)]
+/// Everything a `solve` run needs: the flags of `gamesolver-client solve` (each field's
+/// doc is its help text; its default is [`SolveConfig::default`]'s), and the embedded
+/// server, which its caller supplies.
+#[derive(Debug, Clone, clap::Args)]
 pub struct SolveConfig {
-    /// Problems to read.
+    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
+    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
+    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
+    /// (num, stones, n, piles, and an optional id).
+    #[arg(value_name = "INPUT")]
     pub input: InputSource,
-    /// Where solutions go; `None` is stdout.
+    /// Output file (`-` or none: stdout), in the format of its extension, or else the
+    /// input's. Parquet and Arrow are not written to a terminal.
+    #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// The input's format; `None` reads it from the input's extension (JSON lines when
-    /// there is none).
+    /// The input's format, whatever its name says (JSON lines when its name has no known
+    /// extension).
+    #[arg(long, value_enum, value_name = "FORMAT")]
     pub input_format: Option<Format>,
-    /// The output's format; `None` reads it from the output's extension, or else takes
-    /// the input's.
+    /// The output's format, whatever its name says.
+    #[arg(long, value_enum, value_name = "FORMAT")]
     pub output_format: Option<Format>,
-    /// The table's names for the contract's columns (`--column`).
-    pub columns: ColumnMap,
-    /// Servers to spread the load over; empty starts the embedded server.
+    /// A table's own column for a contract column (id, num, stones, n, piles):
+    /// `n=pile_size` reads Stone Game IV's n from pile_size; a renamed id is written back
+    /// under its own name. Repeatable.
+    #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
+    pub columns: Vec<Rename>,
+    /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
+    /// repeat to spread the load. Without one, a server is started in this process (its
+    /// tables set by the embedded server's flags).
+    #[arg(long = "server", value_name = "URL")]
     pub servers: Vec<String>,
     /// Starts a server in this process when `servers` is empty; `None` makes an empty
     /// `servers` an error.
+    #[arg(skip)]
     pub embedded: Option<EmbeddedStarter>,
-    /// Continue from the complete lines already in `output`, once they are proven to
-    /// answer this input.
+    /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
+    /// (OUTPUT.resume) proves they answer this input.
+    #[arg(long)]
     pub resume: bool,
-    /// Ask for the winner only: answers carry no winning move.
+    /// Ask for the winner only: answers have no `winningMove` (faster on long games).
+    #[arg(long)]
     pub winner_only: bool,
     /// TLS files for `https://` servers.
+    #[command(flatten)]
     pub tls: TlsFiles,
-    /// How long a server may fail without answering before it is given up on.
+    /// Seconds a server may keep failing, or stay silent (connecting, or with batches in
+    /// flight), without answering before it is given up on (exit 1; --resume completes
+    /// the output), once it has been reached.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds,
+          default_value = Seconds(SolveConfig::default().retry_for).to_string())]
     pub retry_for: Duration,
-    /// Lines per batch, at most.
+    /// Seconds servers are tried before a first connection to one is made: a run that
+    /// reaches none stops (exit 2), naming each and why (refused, no route, DNS, TLS).
+    /// --retry-for applies once a server is reached.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds,
+          default_value = Seconds(SolveConfig::default().connect_deadline).to_string())]
+    pub connect_deadline: Duration,
+    /// Problems per batch of JSON lines, at most.
+    #[arg(long = "batch-size", default_value_t = SolveConfig::default().batch_problems)]
     pub batch_problems: NonZeroUsize,
-    /// Rows per batch of a table, at most.
+    /// Rows per batch of a table, at most (fewer when its rows are long: a batch stays
+    /// within half of --max-message-bytes).
+    #[arg(long, default_value_t = SolveConfig::default().batch_rows)]
     pub batch_rows: NonZeroUsize,
-    /// Rows per row group of a Parquet output.
+    /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
+    /// written before it stopped).
+    #[arg(long, default_value_t = SolveConfig::default().row_group_rows)]
     pub row_group_rows: NonZeroUsize,
-    /// Encoded bytes per batch, about (a batch closes once it reaches this).
+    /// Encoded bytes per batch, about.
+    #[arg(long, default_value_t = SolveConfig::default().batch_bytes)]
     pub batch_bytes: NonZeroUsize,
-    /// Connections per server, each with one `SolveBatchStream` call.
+    /// Connections per server, each with one streaming call.
+    #[arg(long, default_value_t = SolveConfig::default().connections)]
     pub connections: NonZeroUsize,
     /// Batches in flight per connection.
+    #[arg(long, default_value_t = SolveConfig::default().window)]
     pub window: NonZeroUsize,
-    /// Bytes of batches read and not yet written, at most (the memory bound).
+    /// Bytes of batches read but not yet written, at most (bounds memory).
+    #[arg(long, default_value_t = SolveConfig::default().in_flight_bytes)]
     pub in_flight_bytes: NonZeroUsize,
-    /// Largest message sent or received; longer input lines become error lines.
+    /// Largest gRPC message; longer input lines become error lines.
+    #[arg(long, default_value_t = SolveConfig::default().max_message_bytes)]
     pub max_message_bytes: usize,
     /// Compression of gRPC messages.
-    pub compression: Option<CompressionEncoding>,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
+    #[arg(long, value_enum, default_value_t = SolveConfig::default().compression)]
+    pub compression: Compression,
+    /// No progress bar and no summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// A `SECONDS` flag as a duration.
+fn seconds(text: &str) -> Result<Duration, String> {
+    text.parse::<Seconds>().map(|Seconds(duration)| duration)
+}
+
+/// Compression of gRPC messages, both ways.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    /// Uncompressed: the fastest over loopback and fast links.
+    #[default]
+    None,
+    /// gzip.
+    Gzip,
+    /// zstd: smaller and cheaper than gzip, for remote servers.
+    Zstd,
+}
+
+impl From<Compression> for Option<CompressionEncoding> {
+    fn from(compression: Compression) -> Self {
+        match compression {
+            Compression::None => None,
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+        }
+    }
 }
 
 impl Default for SolveConfig {
@@ -96,13 +165,16 @@ impl Default for SolveConfig {
             output: None,
             input_format: None,
             output_format: None,
-            columns: ColumnMap::default(),
+            columns: Vec::new(),
             servers: Vec::new(),
             embedded: None,
             resume: false,
             winner_only: false,
             tls: TlsFiles::default(),
             retry_for: Duration::from_secs(60),
+            // Long enough for a server started beside the client to come up; short enough
+            // that a wrong address is told at once.
+            connect_deadline: Duration::from_secs(5),
             // A batch's decoded problems and answers stay in the L2 cache; 16 batches in
             // flight are 1 MiB a connection. Chosen with bench/client.sh (docs/performance.md).
             batch_problems: nonzero(1024),
@@ -121,8 +193,8 @@ impl Default for SolveConfig {
             window: nonzero(16),
             in_flight_bytes: nonzero(16 << 20),
             max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
-            compression: None,
-            progress: false,
+            compression: Compression::None,
+            quiet: false,
         }
     }
 }
@@ -166,6 +238,14 @@ pub enum ClientError {
     /// Every server failed.
     #[error(transparent)]
     Connection(#[from] ConnectionError),
+    /// None of several servers was ever reached, each for its reason.
+    #[error("cannot reach any server within {deadline:.1?} (--connect-deadline): {}", unreached_list(.servers))]
+    NoServerReached {
+        /// How long they were tried.
+        deadline: Duration,
+        /// Each server's URL and why it was not reached, in the order given.
+        servers: Vec<(String, String)>,
+    },
     /// The embedded server could not start or failed.
     #[error("embedded server: {0}")]
     EmbeddedServer(BoxError),
@@ -187,6 +267,12 @@ pub enum ClientError {
     /// The run was abandoned part-way (a thread stopped).
     #[error("run abandoned: {0}")]
     Aborted(String),
+}
+
+/// `URL: reason; URL: reason`.
+fn unreached_list(servers: &[(String, String)]) -> String {
+    let each: Vec<String> = servers.iter().map(|(url, reason)| format!("{url}: {reason}")).collect();
+    each.join("; ")
 }
 
 impl ClientError {
@@ -223,6 +309,10 @@ pub async fn solve_until(
     config: SolveConfig,
     interrupt: impl Future<Output = ()>,
 ) -> Result<Summary, ClientError> {
+    // `-o -` is stdout, as `-` is stdin for the input.
+    let output = config.output.clone().filter(|path| path.as_os_str() != "-");
+    let config = SolveConfig { output, ..config };
+    let renames = ColumnMap::new(config.columns.iter().cloned())?;
     let servers = Servers::check(&config)?;
     let path = match &config.input {
         InputSource::File(path) => Some(path.as_path()),
@@ -236,7 +326,7 @@ pub async fn solve_until(
             Run::start(config, servers, plan).await?.complete(interrupt).await
         }
         table => {
-            let plan = plan::table(&config, table, output)?;
+            let plan = plan::table(&config, &renames, table, output)?;
             Run::start(config, servers, plan).await?.complete(interrupt).await
         }
     }
@@ -283,6 +373,10 @@ struct Run<D: Door> {
     connections: Connections,
     /// Of `connections`, by server.
     servers: OpenConnections,
+    /// The servers given up on without being reached.
+    unreached: Unreached,
+    /// The servers, to ask whether any was reached.
+    reachable: Vec<Server>,
     embedded: Option<Running>,
 }
 
@@ -314,7 +408,8 @@ impl<D: Door> Run<D> {
         let budget = Arc::new(Budget::new(config.in_flight_bytes.get()));
         let queue = Arc::new(WorkQueue::new());
         let (to_writer, inbox) = mpsc::channel();
-        let progress = Progress::new(config.progress, progress_total);
+        // A bar only for a person watching.
+        let progress = Progress::new(!config.quiet && io::stderr().is_terminal(), progress_total);
         let reader = {
             let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
             tokio::task::spawn_blocking(move || read(&budget, &queue, &to_writer))
@@ -324,6 +419,8 @@ impl<D: Door> Run<D> {
             tokio::task::spawn_blocking(move || write_answers(sink, &inbox, &budget, &queue, progress))
         };
         let (connections, open) = connect(&servers, &config, Arc::new(door), &queue, &to_writer);
+        let unreached = Unreached::new(&servers);
+        let reachable = servers.clone();
         Ok(Run {
             started,
             resumed: resumed.0,
@@ -335,6 +432,8 @@ impl<D: Door> Run<D> {
             to_writer,
             connections,
             servers: open,
+            unreached,
+            reachable,
             embedded,
         })
     }
@@ -348,10 +447,12 @@ impl<D: Door> Run<D> {
     /// Waits for the first of: the writer finishing (the normal end), the embedded server
     /// failing, `interrupt`, or the last server being given up on. A server given up on
     /// while others remain is logged once: its batches went back to the queue. When none
-    /// remains, its error is the run's, and is not logged (the caller reports it once).
+    /// remains, its error is the run's, and is not logged (the caller reports it once);
+    /// when none was ever reached, the run's error names each with its reason.
     async fn run(&mut self, interrupt: impl Future<Output = ()>) -> Ended {
         tokio::pin!(interrupt);
         let mut failure = None;
+        let mut unreached = std::mem::take(&mut self.unreached);
         loop {
             tokio::select! {
                 written = &mut self.writer => return Ended::Written(joined(written)),
@@ -360,12 +461,24 @@ impl<D: Door> Run<D> {
                 }
                 () = &mut interrupt => return Ended::Stopped(ClientError::Interrupted),
                 Some(ended) = self.connections.join_next(), if !self.connections.is_empty() => {
-                    if let Some(why) = self.servers.ended(ended) {
-                        failure = Some(why);
+                    match self.servers.ended(ended) {
+                        Some(ClientError::Connection(ConnectionError::NotReached { url, deadline, reason })) => {
+                            // Worth a warning only while another server carries the run;
+                            // otherwise the run's one message names it.
+                            if self.reachable.iter().any(Server::reached) && !self.connections.is_empty() {
+                                let err = ConnectionError::NotReached { url: url.clone(), deadline, reason: reason.clone() };
+                                tracing::warn!(server = %url, "giving up on server, the others go on: {err}");
+                            }
+                            unreached.add(&url, deadline, reason)
+                        }
+                        Some(why) => failure = Some(why),
+                        None => {}
                     }
                     if self.connections.is_empty() && !self.queue.is_finished() {
-                        let why = failure.take().unwrap_or_else(|| ClientError::Aborted("no server left".into()));
-                        return Ended::Stopped(why);
+                        // A server that failed otherwise (answered wrongly, refused the call,
+                        // gave up after --retry-for) says more than one never reached.
+                        let why = failure.take().or_else(|| unreached.into_error());
+                        return Ended::Stopped(why.unwrap_or_else(|| ClientError::Aborted("no server left".into())));
                     }
                 }
             }
@@ -436,8 +549,9 @@ fn connect<D: Door>(
     let connection_config = ConnectionConfig {
         window: config.window.get(),
         retry_for: config.retry_for,
+        connect_deadline: config.connect_deadline,
         max_message_bytes: config.max_message_bytes,
-        compression: config.compression,
+        compression: config.compression.into(),
     };
     let mut connections = JoinSet::new();
     let mut open = OpenConnections::default();
@@ -454,6 +568,45 @@ fn connect<D: Door>(
         connections.spawn(async move { (url, run.await) });
     }
     (connections, open)
+}
+
+/// Which servers of a run were given up on without ever being reached, and why, in the
+/// order the run was given them.
+#[derive(Debug, Default)]
+struct Unreached {
+    deadline: Duration,
+    servers: Vec<(String, Option<String>)>,
+}
+
+impl Unreached {
+    fn new(servers: &[Server]) -> Self {
+        Unreached {
+            deadline: Duration::ZERO,
+            servers: servers.iter().map(|s| (s.url().to_owned(), None)).collect(),
+        }
+    }
+
+    /// Notes why `url` was not reached within `deadline` (its first connection's reason).
+    fn add(&mut self, url: &str, deadline: Duration, reason: String) {
+        self.deadline = deadline;
+        if let Some((_, known @ None)) = self.servers.iter_mut().find(|(known, _)| known == url) {
+            *known = Some(reason);
+        }
+    }
+
+    /// One server's own error, or every server's in one.
+    fn into_error(self) -> Option<ClientError> {
+        let deadline = self.deadline;
+        let mut servers: Vec<(String, String)> =
+            self.servers.into_iter().filter_map(|(url, reason)| Some((url, reason?))).collect();
+        match servers.len() {
+            0 => None,
+            1 => servers
+                .pop()
+                .map(|(url, reason)| ConnectionError::NotReached { url, deadline, reason }.into()),
+            _ => Some(ClientError::NoServerReached { deadline, servers }),
+        }
+    }
 }
 
 /// Resolves with why the embedded server stopped by itself; never without one.
@@ -491,7 +644,9 @@ impl OpenConnections {
             }
         }
         let err = result.err()?;
-        if !self.0.is_empty() && !self.0.contains_key(&url) {
+        // A server never reached is the run's to report (`Run::run`).
+        let unreached = matches!(err, ConnectionError::NotReached { .. });
+        if !unreached && !self.0.is_empty() && !self.0.contains_key(&url) {
             tracing::warn!(server = %url, "giving up on server, the others go on: {err}");
         }
         Some(ClientError::Connection(err))

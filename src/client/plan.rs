@@ -29,7 +29,7 @@ use crate::client::problem_json::LineError;
 use crate::client::queue::WorkQueue;
 use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};
 use crate::client::sink::{LinesSink, Sink, TableOutput, TableSink};
-use crate::client::table::columns::{output_schema, ColumnsError, InputColumns};
+use crate::client::table::columns::{output_schema, ColumnMap, ColumnsError, InputColumns};
 use crate::client::table::csv::parse_cells;
 use crate::client::table::fingerprint::TableFingerprint;
 use crate::client::table::read::{TableReader, TableSource};
@@ -101,7 +101,8 @@ pub(crate) fn lines(config: &SolveConfig, output: Format) -> Result<Plan<Grpc>, 
         }
         table => {
             let schema = output_schema(Games::Mixed, Field::new(ID, DataType::Utf8, true));
-            let options = table_options(config, Format::Jsonl, table, config.max_message_bytes);
+            let options =
+                table_options(config, ColumnMap::default(), Format::Jsonl, table, config.max_message_bytes);
             let mut skipped = None;
             let (out, resumed) = open_table_output(config, options, &schema, |path, saved| {
                 let checkpoint = saved.checkpoint();
@@ -130,26 +131,22 @@ pub(crate) fn lines(config: &SolveConfig, output: Format) -> Result<Plan<Grpc>, 
     Ok(Plan { read, sink, door: Grpc, progress_total, resumed })
 }
 
-/// A run of a table input (`input` format): the needed columns read in batches, sent as
-/// they are through Flight, written in the `output` format.
+/// A run of a table input (`input` format), its columns renamed by `renames`: the needed
+/// columns read in batches, sent as they are through Flight, written in the `output` format.
 pub(crate) fn table(
     config: &SolveConfig,
+    renames: &ColumnMap,
     input: Format,
     output: Format,
 ) -> Result<Plan<Flight>, ClientError> {
     let source = TableSource::open(&config.input, input)?;
     let name = input_name(&config.input);
-    let columns = InputColumns::resolve(
-        source.schema(),
-        &config.columns,
-        &name,
-        input == Format::Csv,
-        config.winner_only,
-    )?;
+    let columns =
+        InputColumns::resolve(source.schema(), renames, &name, input == Format::Csv, config.winner_only)?;
     let read_schema = source.schema().project(columns.projection()).map_err(ClientError::table_input)?;
     let mut reader = source.reader(&columns, config.batch_rows.get(), config.max_message_bytes / 2)?;
     let schema = columns.output_schema().clone();
-    let options = table_options(config, input, output, 0);
+    let options = table_options(config, renames.clone(), input, output, 0);
     let mut fingerprint = TableFingerprint::new(&read_schema);
     let (out, resumed) = open_table_output(config, options, &schema, |_, saved| {
         reader.skip(saved.checkpoint().lines, |batch| fingerprint.add(batch))?;
@@ -171,6 +168,7 @@ pub(crate) fn table(
 
 fn table_options(
     config: &SolveConfig,
+    columns: ColumnMap,
     input: Format,
     output: Format,
     max_message_bytes: usize,
@@ -179,7 +177,7 @@ fn table_options(
         input_format: input,
         output_format: output,
         winner_only: config.winner_only,
-        columns: config.columns.clone(),
+        columns,
         max_message_bytes,
         row_group_rows: match output {
             Format::Parquet => config.row_group_rows.get(),

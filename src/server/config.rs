@@ -458,13 +458,7 @@ pub const ENV_PREFIX: &str = "GAMESOLVER_";
 /// `command` with every long flag (help and version aside) readable from the environment
 /// as `GAMESOLVER_<FLAG>`; a flag on the command line wins.
 pub fn with_env(command: clap::Command) -> clap::Command {
-    command.mut_args(|arg| match arg.get_long() {
-        Some(long) if !matches!(long, "help" | "version") => {
-            let name = format!("{ENV_PREFIX}{}", long.to_uppercase().replace('-', "_"));
-            arg.env(name)
-        }
-        _ => arg,
-    })
+    crate::flag_env::with_env(command, ENV_PREFIX)
 }
 
 #[cfg(test)]
