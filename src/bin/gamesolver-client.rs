@@ -15,7 +15,7 @@ use gamesolver::client::{
     SolveConfig, TlsFiles,
 };
 use gamesolver::seconds::Seconds;
-use gamesolver::server::config::{GrundyTableConfig, IvTableConfig};
+use gamesolver::server::config::TablesConfig;
 use gamesolver::server::{Server, ServerConfig};
 use tonic::codec::CompressionEncoding;
 
@@ -138,12 +138,9 @@ struct SolveArgs {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
-    /// The embedded server's Stone Game IV table: the server's own flags.
+    /// The embedded server's tables: the server's own flags.
     #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
-    iv_table: IvTableConfig,
-    /// The embedded server's Nim Square table: the server's own flags.
-    #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
-    grundy_table: GrundyTableConfig,
+    tables: TablesConfig,
 }
 
 /// The help heading of the server flags that `solve` passes to its embedded server.
@@ -297,9 +294,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
         output_format: args.output_format,
         columns: ColumnMap::new(args.columns)?,
         servers: args.servers,
-        embedded: Some(EmbeddedStarter::new(move || {
-            start_embedded_server(args.iv_table.clone(), args.grundy_table.clone())
-        })),
+        embedded: Some(EmbeddedStarter::new(move || start_embedded_server(args.tables.clone()))),
         resume: args.resume,
         winner_only: args.winner_only,
         tls: TlsFiles { ca_cert: args.ca_cert, client_cert: args.client_cert, client_key: args.client_key },
@@ -334,18 +329,11 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
 
 /// The server a run without `--server` starts in this process, on a loopback port, with
 /// the tables the flags set.
-async fn start_embedded_server(
-    iv_table: IvTableConfig,
-    grundy_table: GrundyTableConfig,
-) -> Result<EmbeddedServer, client::BoxError> {
+async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, client::BoxError> {
     // The client closes its calls before it stops the server, so a short grace only
     // matters for a call dropped mid-way.
-    let config = ServerConfig {
-        shutdown_grace: Seconds(Duration::from_secs(1)),
-        iv_table,
-        grundy_table,
-        ..ServerConfig::ephemeral()
-    };
+    let config =
+        ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), tables, ..ServerConfig::ephemeral() };
     let server = Server::bind(config).await?;
     let url = format!("http://{}", server.local_addr());
     Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::games::stone_game_iv;
+use crate::games::{GameKind, Tables};
 pub use crate::seconds::{Seconds, Timeout};
 use crate::solver::SolverConfig;
 
@@ -31,12 +31,9 @@ pub struct ServerConfig {
     /// TLS on the gRPC port.
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: TlsConfig,
-    /// The Stone Game IV table.
-    #[command(flatten, next_help_heading = "Stone Game IV table")]
-    pub iv_table: IvTableConfig,
-    /// The Nim Square table.
-    #[command(flatten, next_help_heading = "Nim Square table")]
-    pub grundy_table: GrundyTableConfig,
+    /// The table games' tables: one group of flags a game.
+    #[command(flatten)]
+    pub tables: TablesConfig,
     /// Metrics.
     #[command(flatten, next_help_heading = "Observability")]
     pub observability: ObservabilityConfig,
@@ -53,8 +50,7 @@ impl Default for ServerConfig {
             limits: LimitsConfig::default(),
             http2: Http2Config::default(),
             tls: TlsConfig::default(),
-            iv_table: IvTableConfig::default(),
-            grundy_table: GrundyTableConfig::default(),
+            tables: TablesConfig::default(),
             observability: ObservabilityConfig::default(),
             solver: SolverConfig::default(),
         }
@@ -309,53 +305,135 @@ impl From<super::TlsSettings> for TlsConfig {
     }
 }
 
-/// The Stone Game IV table: its range, its file and what is computed at start-up.
-#[derive(Debug, Clone, clap::Args)]
-pub struct IvTableConfig {
-    /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "iv-max-n", id = "iv_max_n", value_name = "N", default_value_t = IvTableConfig::default().max_n,
-          value_parser = clap::value_parser!(u64).range(..=stone_game_iv::MAX_LIMIT))]
+/// One table game's table: its range, its file and what is computed at start-up; its
+/// flags are `--NAME-max-n`, `--NAME-precompute` and `--NAME-table`, NAME the table's
+/// name ([`crate::games::TableFacts::name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Largest pile answered (OUT_OF_RANGE beyond it).
     pub max_n: u64,
-    /// Stone Game IV piles classified at start-up, in the background while serving.
-    /// None by default: a request grows the table as far as it needs, and a background
-    /// sieve would take both cores from every embedded and test server.
-    #[arg(long = "iv-precompute", id = "iv_precompute", value_name = "N", default_value_t = IvTableConfig::default().precompute)]
+    /// Piles put in the table at start-up, in the background while serving. None by
+    /// default: a request grows the table as far as it needs, and a background sieve
+    /// would take both cores from every embedded and test server.
     pub precompute: u64,
-    /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
-    /// directory is missing or it is not a table), saved after the start-up precompute
-    /// and at shutdown when the table has grown.
-    #[arg(long = "iv-table", id = "iv_table", value_name = "PATH")]
+    /// The table file: loaded at start (recomputed if damaged; refused if its directory
+    /// is missing or it is not a table), saved after the start-up precompute and at
+    /// shutdown when the table has grown.
     pub file: Option<PathBuf>,
 }
 
-impl Default for IvTableConfig {
+/// Every table game's [`TableConfig`], each under a heading of its own, made from the
+/// registry of games ([`GameKind::table`]): a game with a table gets its flags here
+/// without a line of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablesConfig {
+    games: Vec<(GameKind, TableConfig)>,
+}
+
+impl Default for TablesConfig {
     fn default() -> Self {
-        IvTableConfig { max_n: stone_game_iv::DEFAULT_LIMIT, precompute: 0, file: None }
+        let games = GameKind::ALL.into_iter().filter_map(|game| {
+            let table = game.table()?;
+            Some((game, TableConfig { max_n: table.default_limit, precompute: 0, file: None }))
+        });
+        TablesConfig { games: games.collect() }
     }
 }
 
-/// The Nim Square table of Grundy values: its range, its file and what is computed at
-/// start-up.
-#[derive(Debug, Clone, clap::Args)]
-pub struct GrundyTableConfig {
-    /// Largest Nim Square pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "grundy-max-n", id = "grundy_max_n", value_name = "N", default_value_t = GrundyTableConfig::default().max_n,
-          value_parser = clap::value_parser!(u64).range(..=crate::games::nim_square::MAX_LIMIT))]
-    pub max_n: u64,
-    /// Nim Square piles whose values are computed at start-up, in the background while
-    /// serving; none by default (a request grows the table as far as it needs).
-    #[arg(long = "grundy-precompute", id = "grundy_precompute", value_name = "N", default_value_t = GrundyTableConfig::default().precompute)]
-    pub precompute: u64,
-    /// Nim Square table file: loaded at start (recomputed if damaged; refused if its
-    /// directory is missing or it is not a table), saved after the start-up precompute
-    /// and at shutdown when the table has grown.
-    #[arg(long = "grundy-table", id = "grundy_table", value_name = "PATH")]
-    pub file: Option<PathBuf>,
+impl TablesConfig {
+    /// `game`'s table flags; `None` for a game without a table.
+    pub fn get(&self, game: GameKind) -> Option<&TableConfig> {
+        self.games.iter().find(|(kind, _)| *kind == game).map(|(_, config)| config)
+    }
+
+    /// `game`'s table flags, to change; `None` for a game without a table.
+    pub fn get_mut(&mut self, game: GameKind) -> Option<&mut TableConfig> {
+        self.games.iter_mut().find(|(kind, _)| *kind == game).map(|(_, config)| config)
+    }
+
+    /// Empty tables of the limits these flags set.
+    pub fn tables(&self) -> Tables {
+        Tables::with_limits(|game| self.get(game).map_or(0, |table| table.max_n))
+    }
 }
 
-impl Default for GrundyTableConfig {
-    fn default() -> Self {
-        GrundyTableConfig { max_n: crate::games::nim_square::DEFAULT_LIMIT, precompute: 0, file: None }
+/// The ids of a table's three flags: `iv_max_n`, `iv_precompute`, `iv_table`.
+fn table_flag_ids(name: &str) -> [String; 3] {
+    [format!("{name}_max_n"), format!("{name}_precompute"), format!("{name}_table")]
+}
+
+impl clap::FromArgMatches for TablesConfig {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut config = TablesConfig::default();
+        config.update_from_arg_matches(matches)?;
+        Ok(config)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (game, config) in &mut self.games {
+            let Some(table) = game.table() else { continue };
+            let [max_n, precompute, file] = table_flag_ids(table.name);
+            let read = |id: &str| matches.try_get_one::<u64>(id).ok().flatten().copied();
+            config.max_n = read(&max_n).unwrap_or(config.max_n);
+            config.precompute = read(&precompute).unwrap_or(config.precompute);
+            if let Some(path) = matches.try_get_one::<PathBuf>(&file).ok().flatten() {
+                config.file = Some(path.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for TablesConfig {
+    fn augment_args(mut command: clap::Command) -> clap::Command {
+        // Under the heading a flattening gave (the client's embedded server), or else
+        // one a game.
+        let heading = command.get_next_help_heading().map(str::to_owned);
+        for (game, config) in TablesConfig::default().games {
+            let Some(table) = game.table() else { continue };
+            let (name, title) = (table.name, table.title);
+            let [max_n, precompute, file] = table_flag_ids(name);
+            command = command.next_help_heading(heading.clone().unwrap_or_else(|| format!("{title} table")));
+            command = command
+                .arg(
+                    clap::Arg::new(max_n)
+                        .long(format!("{name}-max-n"))
+                        .value_name("N")
+                        .default_value(config.max_n.to_string())
+                        .value_parser(clap::value_parser!(u64).range(..=table.max_limit))
+                        .help(format!("Largest {title} pile answered (OUT_OF_RANGE beyond it)")),
+                )
+                .arg(
+                    clap::Arg::new(precompute)
+                        .long(format!("{name}-precompute"))
+                        .value_name("N")
+                        .default_value(config.precompute.to_string())
+                        .value_parser(clap::value_parser!(u64))
+                        .help(format!(
+                            "{title} piles put in the table at start-up, in the background while serving; \
+                             none by default (a request grows the table as far as it needs)"
+                        )),
+                )
+                .arg(
+                    clap::Arg::new(file)
+                        .long(format!("{name}-table"))
+                        .value_name("PATH")
+                        .value_parser(clap::value_parser!(PathBuf))
+                        .help(format!(
+                            "{title} table file: loaded at start (recomputed if damaged; refused if its \
+                             directory is missing or it is not a table), saved after the start-up \
+                             precompute and at shutdown when the table has grown"
+                        )),
+                );
+        }
+        match heading {
+            Some(heading) => command.next_help_heading(heading),
+            None => command.next_help_heading(None::<&'static str>),
+        }
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        TablesConfig::augment_args(command)
     }
 }
 
@@ -419,12 +497,9 @@ pub enum ConfigError {
     /// The TLS files cannot be used.
     #[error("cannot load the TLS files: {0}")]
     Tls(#[from] super::tls::TlsError),
-    /// The table file cannot be used.
-    #[error("stone game iv table: {0}")]
-    IvTable(crate::iv_table_file::IvTableFileError),
-    /// The Nim Square table file cannot be used.
-    #[error("nim square table: {0}")]
-    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// A table file cannot be used.
+    #[error("{0}")]
+    Table(super::TableError),
     /// `--peer-header` and `--trusted-proxy` do not come together.
     #[error(transparent)]
     Proxies(#[from] ProxyConfigError),
@@ -439,17 +514,7 @@ pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
     if let Some(settings) = config.tls.settings() {
         super::ReloadableTls::load(settings)?;
     }
-    if let Some(path) = &config.iv_table.file {
-        let table = crate::games::StoneGameIvTable::new(config.iv_table.max_n);
-        crate::iv_table_file::IvTableStore::new(path.clone()).open(&table).map_err(ConfigError::IvTable)?;
-    }
-    if let Some(path) = &config.grundy_table.file {
-        let table = crate::games::GrundyTable::new(config.grundy_table.max_n);
-        crate::grundy_table_file::GrundyTableStore::new(path.clone())
-            .open(&table)
-            .map_err(ConfigError::GrundyTable)?;
-    }
-    Ok(())
+    super::tables::check(&config.tables).map_err(ConfigError::Table)
 }
 
 /// Prefix of the environment variables that flags can come from.
@@ -559,8 +624,8 @@ mod tests {
     fn each_games_limit_flag_is_a_flag_here_up_to_its_maximum() {
         let games = crate::games::GameKind::ALL.into_iter();
         for (flag, max) in games.filter_map(|game| Some((game.limit_flag()?, game.max_limit()?))) {
-            assert!(parse(&[flag, &max.to_string()]).is_ok(), "{flag} {max}");
-            let err = parse(&[flag, &(max + 1).to_string()]).unwrap_err().to_string();
+            assert!(parse(&[&flag, &max.to_string()]).is_ok(), "{flag} {max}");
+            let err = parse(&[&flag, &(max + 1).to_string()]).unwrap_err().to_string();
             assert!(err.contains(&format!("..={max}")), "{flag}: {err}");
         }
     }
