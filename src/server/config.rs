@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::games::{GameKind, Tables};
+pub use super::tables::{TableConfig, TablesConfig};
 pub use crate::seconds::{Seconds, Timeout};
 use crate::solver::SolverConfig;
 
@@ -302,138 +302,6 @@ impl From<super::TlsSettings> for TlsConfig {
             tls_key: Some(settings.key),
             tls_client_ca: settings.client_ca,
         }
-    }
-}
-
-/// One table game's table: its range, its file and what is computed at start-up; its
-/// flags are `--NAME-max-n`, `--NAME-precompute` and `--NAME-table`, NAME the table's
-/// name ([`crate::games::TableFacts::name`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableConfig {
-    /// Largest pile answered (OUT_OF_RANGE beyond it).
-    pub max_n: u64,
-    /// Piles put in the table at start-up, in the background while serving. None by
-    /// default: a request grows the table as far as it needs, and a background sieve
-    /// would take both cores from every embedded and test server.
-    pub precompute: u64,
-    /// The table file: loaded at start (recomputed if damaged; refused if its directory
-    /// is missing or it is not a table), saved after the start-up precompute and at
-    /// shutdown when the table has grown.
-    pub file: Option<PathBuf>,
-}
-
-/// Every table game's [`TableConfig`], each under a heading of its own, made from the
-/// registry of games ([`GameKind::table`]): a game with a table gets its flags here
-/// without a line of its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TablesConfig {
-    games: Vec<(GameKind, TableConfig)>,
-}
-
-impl Default for TablesConfig {
-    fn default() -> Self {
-        let games = GameKind::ALL.into_iter().filter_map(|game| {
-            let table = game.table()?;
-            Some((game, TableConfig { max_n: table.default_limit, precompute: 0, file: None }))
-        });
-        TablesConfig { games: games.collect() }
-    }
-}
-
-impl TablesConfig {
-    /// `game`'s table flags; `None` for a game without a table.
-    pub fn get(&self, game: GameKind) -> Option<&TableConfig> {
-        self.games.iter().find(|(kind, _)| *kind == game).map(|(_, config)| config)
-    }
-
-    /// `game`'s table flags, to change; `None` for a game without a table.
-    pub fn get_mut(&mut self, game: GameKind) -> Option<&mut TableConfig> {
-        self.games.iter_mut().find(|(kind, _)| *kind == game).map(|(_, config)| config)
-    }
-
-    /// Empty tables of the limits these flags set.
-    pub fn tables(&self) -> Tables {
-        Tables::with_limits(|game| self.get(game).map_or(0, |table| table.max_n))
-    }
-}
-
-/// The ids of a table's three flags: `iv_max_n`, `iv_precompute`, `iv_table`.
-fn table_flag_ids(name: &str) -> [String; 3] {
-    [format!("{name}_max_n"), format!("{name}_precompute"), format!("{name}_table")]
-}
-
-impl clap::FromArgMatches for TablesConfig {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        let mut config = TablesConfig::default();
-        config.update_from_arg_matches(matches)?;
-        Ok(config)
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        for (game, config) in &mut self.games {
-            let Some(table) = game.table() else { continue };
-            let [max_n, precompute, file] = table_flag_ids(table.name);
-            let read = |id: &str| matches.try_get_one::<u64>(id).ok().flatten().copied();
-            config.max_n = read(&max_n).unwrap_or(config.max_n);
-            config.precompute = read(&precompute).unwrap_or(config.precompute);
-            if let Some(path) = matches.try_get_one::<PathBuf>(&file).ok().flatten() {
-                config.file = Some(path.clone());
-            }
-        }
-        Ok(())
-    }
-}
-
-impl clap::Args for TablesConfig {
-    fn augment_args(mut command: clap::Command) -> clap::Command {
-        // Under the heading a flattening gave (the client's embedded server), or else
-        // one a game.
-        let heading = command.get_next_help_heading().map(str::to_owned);
-        for (game, config) in TablesConfig::default().games {
-            let Some(table) = game.table() else { continue };
-            let (name, title) = (table.name, table.title);
-            let [max_n, precompute, file] = table_flag_ids(name);
-            command = command.next_help_heading(heading.clone().unwrap_or_else(|| format!("{title} table")));
-            command = command
-                .arg(
-                    clap::Arg::new(max_n)
-                        .long(format!("{name}-max-n"))
-                        .value_name("N")
-                        .default_value(config.max_n.to_string())
-                        .value_parser(clap::value_parser!(u64).range(..=table.max_limit))
-                        .help(format!("Largest {title} pile answered (OUT_OF_RANGE beyond it)")),
-                )
-                .arg(
-                    clap::Arg::new(precompute)
-                        .long(format!("{name}-precompute"))
-                        .value_name("N")
-                        .default_value(config.precompute.to_string())
-                        .value_parser(clap::value_parser!(u64))
-                        .help(format!(
-                            "{title} piles put in the table at start-up, in the background while serving; \
-                             none by default (a request grows the table as far as it needs)"
-                        )),
-                )
-                .arg(
-                    clap::Arg::new(file)
-                        .long(format!("{name}-table"))
-                        .value_name("PATH")
-                        .value_parser(clap::value_parser!(PathBuf))
-                        .help(format!(
-                            "{title} table file: loaded at start (recomputed if damaged; refused if its \
-                             directory is missing or it is not a table), saved after the start-up \
-                             precompute and at shutdown when the table has grown"
-                        )),
-                );
-        }
-        match heading {
-            Some(heading) => command.next_help_heading(heading),
-            None => command.next_help_heading(None::<&'static str>),
-        }
-    }
-
-    fn augment_args_for_update(command: clap::Command) -> clap::Command {
-        TablesConfig::augment_args(command)
     }
 }
 
