@@ -260,3 +260,91 @@ async fn a_connect_call_is_traced_as_the_grpc_call_it_stands_for() {
     assert_eq!(server.wait_exit().await.code(), Some(0));
     stop.cancel();
 }
+
+/// Starts the binary exporting to `collector` (batches every 100 ms) with a metrics port;
+/// returns it and the metrics address.
+fn start_server_with_metrics(collector: &str) -> (ServerProcess, std::net::SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--inline-work", "0"])
+        .args(["--otlp-endpoint", collector])
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut address = |prefix: &str| {
+        let line = lines.next().expect("a start-up line").unwrap();
+        line.strip_prefix(prefix).unwrap_or_else(|| panic!("{line:?} after {prefix:?}")).parse().unwrap()
+    };
+    let addr = address("listening on ");
+    let metrics = address("metrics on ");
+    (ServerProcess { child, addr }, metrics)
+}
+
+/// The value of the counter `name` on the metrics port.
+fn counter(metrics: std::net::SocketAddr, name: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(metrics).unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.split(' ').next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Polls `metrics` until `done` holds of the span counters (ended, exported, lost), for
+/// at most 30 s, and returns them.
+async fn span_counts(metrics: std::net::SocketAddr, done: impl Fn(u64, u64, u64) -> bool) -> (u64, u64, u64) {
+    let read = || {
+        let name = |what: &str| counter(metrics, &format!("gamesolver_trace_spans_{what}_total"));
+        (name("ended"), name("exported"), name("lost"))
+    };
+    for _ in 0..150 {
+        let (ended, exported, lost) = read();
+        if done(ended, exported, lost) {
+            return (ended, exported, lost);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    read()
+}
+
+#[tokio::test]
+async fn spans_lost_at_a_dead_collector_are_counted_in_the_metrics() {
+    // Nothing listens on port 1: every export fails.
+    let (mut server, metrics) = start_server_with_metrics("http://127.0.0.1:1");
+    let mut client = GameSolverServiceClient::connect(server.url()).await.unwrap();
+    for id in ["a", "b", "c"] {
+        let request = pb::SolveRequest { problem: Some(iv(id, 7)), winner_only: false };
+        client.solve(request).await.unwrap();
+    }
+    // Each call makes its own span and a `pool` span.
+    let (ended, exported, lost) = span_counts(metrics, |_, _, lost| lost >= 6).await;
+    assert!(lost >= 6, "lost {lost}");
+    assert_eq!(exported, 0);
+    assert!(ended >= lost, "ended {ended}, lost {lost}");
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn spans_a_collector_takes_are_counted_as_exported() {
+    let stop = CancellationToken::new();
+    let collector = Collector::default();
+    let url = collector.serve(stop.clone()).await;
+    let (mut server, metrics) = start_server_with_metrics(&url);
+    let mut client = GameSolverServiceClient::connect(server.url()).await.unwrap();
+    let request = pb::SolveRequest { problem: Some(iv("p", 7)), winner_only: false };
+    client.solve(request).await.unwrap();
+    let (ended, exported, lost) = span_counts(metrics, |_, exported, _| exported >= 2).await;
+    assert!(exported >= 2, "exported {exported}");
+    assert_eq!(lost, 0);
+    assert!(ended >= exported, "ended {ended}, exported {exported}");
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+    stop.cancel();
+}

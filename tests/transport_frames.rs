@@ -1,4 +1,4 @@
-//! The HTTP/2 bytes `src/server/transport.rs` writes and follows under hyper, checked
+//! The HTTP/2 bytes `src/server/connection/transport.rs` writes and follows under hyper, checked
 //! with the `h2` crate (the one hyper uses) as a real client: a call is answered through
 //! the wrapped stream, and an idle close arrives as a GOAWAY that names the last stream
 //! the client opened, with NO_ERROR, after the call's last frame. An h2 or hyper upgrade

@@ -145,7 +145,7 @@ impl Default for LimitsConfig {
             max_calls_per_connection: 1024,
             max_request_bytes_in_flight: 256 * 1024 * 1024,
             max_request_bytes_per_peer: None,
-            peer_ipv6_prefix: super::admission::Grouping::default().ipv6_prefix,
+            peer_ipv6_prefix: super::connection::admission::Grouping::default().ipv6_prefix,
             peer_header: None,
             trusted_proxy: Vec::new(),
             request_timeout: Timeout(None),
@@ -166,8 +166,8 @@ impl LimitsConfig {
     }
 
     /// Which addresses the fair shares count as one client.
-    pub(crate) fn grouping(&self) -> super::admission::Grouping {
-        super::admission::Grouping { ipv6_prefix: self.peer_ipv6_prefix }
+    pub(crate) fn grouping(&self) -> super::connection::admission::Grouping {
+        super::connection::admission::Grouping { ipv6_prefix: self.peer_ipv6_prefix }
     }
 }
 
@@ -348,7 +348,7 @@ impl ObservabilityConfig {
     /// The metrics port's bounds, counting clients by `grouping` as the gRPC port does.
     pub(crate) fn endpoint_limits(
         &self,
-        grouping: super::admission::Grouping,
+        grouping: super::connection::admission::Grouping,
     ) -> super::metrics_endpoint::EndpointLimits {
         super::metrics_endpoint::EndpointLimits {
             max_connections: self.metrics_max_connections,

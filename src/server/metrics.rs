@@ -200,6 +200,18 @@ impl Metrics {
             inner.tls_handshake_failures.clone(),
         );
         let tables = tables.each().into_iter().map(|table| TableMetrics::register(table, registry)).collect();
+        let spans = &super::traces::SPANS;
+        registry.register(
+            "trace_spans_ended",
+            "Trace spans ended (all zero without --otlp-endpoint)",
+            spans.ended.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Trace spans an OTLP collector accepted",
+            spans.exported.clone(),
+        );
+        registry.register("trace_spans_lost", "Trace spans in OTLP exports that failed", spans.lost.clone());
         registry.register(
             "build",
             "The running build",

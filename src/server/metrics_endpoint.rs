@@ -36,7 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::admission::{Client, Grouping};
+use super::connection::admission::{Client, Grouping};
 use super::log_limit::LogLimiter;
 
 /// Largest request head (request line and headers) hyper buffers; its minimum is 8 KiB.

@@ -30,11 +30,8 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use metrics::Metrics as ServerMetrics;
 use tables::TableLifecycle;
 
-mod accept;
-mod admission;
 pub mod config;
-mod connection_state;
-mod connections;
+mod connection;
 pub mod dev_cert;
 mod grpc_codes;
 mod grpc_web;
@@ -42,12 +39,10 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
-mod open_files;
 mod process_metrics;
 mod tables;
 pub mod tls;
 mod traces;
-mod transport;
 
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
@@ -122,7 +117,7 @@ impl Server {
     /// served yet; the open-file limit is raised and `--max-connections` fitted under it
     /// first.
     pub async fn bind(mut config: ServerConfig) -> Result<Server, ServeError> {
-        open_files::fit_connections(&mut config);
+        connection::open_files::fit_connections(&mut config);
         config.limits.check_proxies()?;
         let cors = Self::cors(&config.http2)?;
         let tls = match config.tls.settings() {
@@ -363,13 +358,13 @@ impl Server {
         tls: Option<Arc<ReloadableTls>>,
         metrics: ServerMetrics,
         stopping: CancellationToken,
-    ) -> accept::Incoming<connections::Accept> {
+    ) -> connection::accept::Incoming<connection::socket::Accept> {
         let http2 = &config.http2;
         let forced_close_after = http2
             .max_connection_age_grace
             .0
             .map(|grace| http2.max_connection_age.0.unwrap_or_default() + grace);
-        let limits = accept::ConnectionLimits {
+        let limits = connection::accept::ConnectionLimits {
             max_connections: config.limits.max_connections,
             max_connections_per_peer: config.limits.max_connections_per_peer,
             grouping: config.limits.grouping(),
@@ -378,8 +373,8 @@ impl Server {
             idle_timeout: config.limits.connection_idle_timeout.0,
             accept_http1: http2.accepts_http1(),
         };
-        let handshake = connections::Accept { tls, forced_close_after, metrics };
-        accept::Incoming::new(listener, limits, stopping, handshake)
+        let handshake = connection::socket::Accept { tls, forced_close_after, metrics };
+        connection::accept::Incoming::new(listener, limits, stopping, handshake)
     }
 
     /// Waits for `shutdown`, then reports NOT_SERVING and tells the connections to close.

@@ -155,12 +155,12 @@ pub struct TableError {
     pub error: TableFileError,
 }
 
+/// A table and, with its file flag, its file.
+type TableFile = (Arc<dyn Table>, Option<Arc<dyn StoredTable>>);
+
 /// Every table bound to the file its flag names, if any.
-pub(crate) fn files(
-    tables: &Tables,
-    config: &TablesConfig,
-) -> Vec<(Arc<dyn Table>, Option<Arc<dyn StoredTable>>)> {
-    struct Files<'a>(&'a TablesConfig, Vec<(Arc<dyn Table>, Option<Arc<dyn StoredTable>>)>);
+pub(crate) fn files(tables: &Tables, config: &TablesConfig) -> Vec<TableFile> {
+    struct Files<'a>(&'a TablesConfig, Vec<TableFile>);
     impl TableVisitor for Files<'_> {
         fn visit<T: TableGame>(&mut self, table: &Arc<T>) {
             let file: Option<PathBuf> = self.0.get(table.game()).and_then(|config| config.file.clone());

@@ -9,9 +9,15 @@
 //!
 //! With the flag off neither layer exists, and the spans inside the service are at debug
 //! level, which the default log filter turns off at their call sites.
+//!
+//! The SDK's batch processor drops spans quietly (a full queue, an export that failed at
+//! a dead collector) and says so only in its own logs, so the pipeline is wrapped to count
+//! what became of every span in [`SPANS`], which `/metrics` serves.
 
 use std::pin::Pin;
+use std::sync::LazyLock;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -19,7 +25,11 @@ use http_body::{Frame, SizeHint};
 use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{
+    BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor,
+};
+use opentelemetry_sdk::Resource;
 use prometheus_client::metrics::counter::Counter;
 use tonic::body::Body;
 use tower::{Layer, Service};
@@ -28,6 +38,82 @@ use tracing::{Instrument, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::metrics::{self, CallEnd, CountedBody, ObservedBody};
+
+/// What became of the spans this process made, for `/metrics`. Process-wide: the trace
+/// pipeline starts before the server (and its metrics) and outlives it. All zero
+/// without `--otlp-endpoint`.
+pub(crate) struct SpanCounts {
+    /// Spans ended, each handed to the batch processor.
+    pub(crate) ended: Counter,
+    /// Spans a collector accepted.
+    pub(crate) exported: Counter,
+    /// Spans in exports that failed (a dead or refusing collector, a timeout): lost.
+    pub(crate) lost: Counter,
+}
+
+/// The process's [`SpanCounts`]. Spans dropped at a full queue are neither exported nor
+/// lost in an export: `ended - exported - lost` beyond the queue's size
+/// (`OTEL_BSP_MAX_QUEUE_SIZE`) counts them.
+pub(crate) static SPANS: LazyLock<SpanCounts> = LazyLock::new(|| SpanCounts {
+    ended: Counter::default(),
+    exported: Counter::default(),
+    lost: Counter::default(),
+});
+
+/// The batch processor, counting each span it is handed.
+#[derive(Debug)]
+struct CountedProcessor<P>(P);
+
+impl<P: SpanProcessor> SpanProcessor for CountedProcessor<P> {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.0.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        SPANS.ended.inc();
+        self.0.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.0.set_resource(resource);
+    }
+}
+
+/// The OTLP exporter, counting the spans of each export by its outcome.
+#[derive(Debug)]
+struct CountedExporter<E>(E);
+
+impl<E: SpanExporter> SpanExporter for CountedExporter<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len() as u64;
+        let result = self.0.export(batch).await;
+        match &result {
+            Ok(()) => SPANS.exported.inc_by(spans),
+            Err(_) => SPANS.lost.inc_by(spans),
+        };
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.0.set_resource(resource);
+    }
+}
 
 /// Why traces cannot be exported.
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +148,11 @@ impl Traces {
             .map_err(|source| TracesError::Exporter { endpoint: endpoint.clone(), source })?;
         let resource =
             opentelemetry_sdk::Resource::builder_empty().with_service_name(service_name.to_owned()).build();
-        let provider =
-            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
+        let batches = BatchSpanProcessor::builder(CountedExporter(exporter)).build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(CountedProcessor(batches))
+            .with_resource(resource)
+            .build();
         opentelemetry::global::set_text_map_propagator(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );

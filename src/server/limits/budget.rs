@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{FairShare, Holder, Refusal, Share};
+use crate::server::connection::admission::{FairShare, Holder, Refusal, Share};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.

@@ -9,7 +9,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 use super::{units, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
-use crate::server::admission::{Refusal, Share};
+use crate::server::connection::admission::{Refusal, Share};
 
 /// The largest zstd window a request may use (2^24 = 16 MiB; `zstd -19` uses 8 MiB):
 /// the decoder allocates the window a frame asks for before producing any output, so

@@ -2,7 +2,7 @@
 //!
 //! Calls and request bytes are fair shares among clients (remote IP addresses, or the
 //! address a `--trusted-proxy` names in `--peer-header`), by the rule in
-//! [`super::admission`]: at the server-wide limit a client within its fair share still
+//! [`super::connection::admission`]: at the server-wide limit a client within its fair share still
 //! gets in, and the client holding the most gives way, so no number of heavy clients can
 //! take the server from the others (`docs/operations.md`, Limits).
 //! - A call beyond the limits is refused at once with `RESOURCE_EXHAUSTED`: a server at
@@ -12,7 +12,7 @@
 //! - A call whose share (of calls, or of request bytes) is taken back for a client within
 //!   its own ends at once with `RESOURCE_EXHAUSTED` ([`PREEMPTED`]), before its response
 //!   or between two of its messages; if its client leaves that end unread, its
-//!   connection closes ([`super::connection_state`]).
+//!   connection closes ([`super::connection::state`]).
 //! - A request message's bytes are taken from the budget when its first payload bytes
 //!   arrive, not on its 5-byte header alone (a header is a claim, not a cost), and given
 //!   back when the call reads its next message or ends ([`budget`]). A message waits for
@@ -27,7 +27,7 @@
 //!   within `stream_idle_timeout` ends with `DEADLINE_EXCEEDED`.
 //!
 //! The layer also counts calls per connection, for the idle-connection timeout and for
-//! shutdown ([`super::connection_state`]).
+//! shutdown ([`super::connection::state`]).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
@@ -45,8 +45,8 @@ use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
-use super::admission::{FairShare, Holder, Refusal, Share, SharePolicy};
-use super::connection_state::{ConnectionInfo, ConnectionState};
+use super::connection::admission::{FairShare, Holder, Refusal, Share, SharePolicy};
+use super::connection::state::{ConnectionInfo, ConnectionState};
 use budget::Budgeted;
 use inflate::Inflate;
 

@@ -21,11 +21,11 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use super::accept::Handshake;
-use super::metrics::{ConnectionGuard, Metrics};
-use super::tls::ReloadableTls;
+use crate::server::metrics::{ConnectionGuard, Metrics};
+use crate::server::tls::ReloadableTls;
 
 /// One accepted connection, plaintext or TLS.
-pub(crate) struct Connection {
+pub(crate) struct TlsSocket {
     io: Io,
     /// When it fires the connection fails its next read or write, and hyper drops it.
     forced_close: Option<Pin<Box<Sleep>>>,
@@ -37,7 +37,7 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-impl Connection {
+impl TlsSocket {
     /// Fails with `TimedOut` once the forced-close deadline has passed.
     fn check_deadline(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         let Some(deadline) = &mut self.forced_close else { return Ok(()) };
@@ -51,7 +51,7 @@ impl Connection {
     }
 }
 
-impl AsyncRead for Connection {
+impl AsyncRead for TlsSocket {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -65,7 +65,7 @@ impl AsyncRead for Connection {
     }
 }
 
-impl AsyncWrite for Connection {
+impl AsyncWrite for TlsSocket {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.check_deadline(cx)?;
         match &mut self.io {
@@ -108,7 +108,7 @@ impl AsyncWrite for Connection {
     }
 }
 
-/// Makes a [`Connection`] from each accepted socket.
+/// Makes a [`TlsSocket`] from each accepted socket.
 #[derive(Debug, Clone)]
 pub(crate) struct Accept {
     /// TLS-terminate every connection with this acceptor.
@@ -120,10 +120,10 @@ pub(crate) struct Accept {
 }
 
 impl Handshake for Accept {
-    type Io = Connection;
+    type Io = TlsSocket;
 
     /// Runs the TLS handshake, if any; the accept loop bounds its time.
-    async fn handshake(&self, tcp: TcpStream) -> io::Result<Connection> {
+    async fn handshake(&self, tcp: TcpStream) -> io::Result<TlsSocket> {
         let forced_close = self.forced_close_after.map(|after| Box::pin(tokio::time::sleep(after)));
         let io = match &self.tls {
             None => Io::Plain(tcp),
@@ -135,7 +135,7 @@ impl Handshake for Accept {
                 Io::Tls(Box::new(stream))
             }
         };
-        Ok(Connection { io, forced_close, _open: self.metrics.connection_opened() })
+        Ok(TlsSocket { io, forced_close, _open: self.metrics.connection_opened() })
     }
 }
 

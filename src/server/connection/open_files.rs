@@ -5,7 +5,7 @@
 //! `EMFILE`, which turns everyone away alike.
 
 use super::accept::hard_slots;
-use super::ServerConfig;
+use crate::server::ServerConfig;
 
 /// Descriptors kept for everything but the connections of the gRPC port and the metrics
 /// port: stdio, the listeners, the runtime's own, the table and TLS files, `/proc` reads

@@ -46,9 +46,9 @@ use tokio_util::sync::{CancellationToken, PollSemaphore};
 use tonic::transport::server::TcpConnectInfo;
 
 use super::admission::{FairShare, Grouping, Holder, SharePolicy};
-use super::connection_state::{ConnectionInfo, ConnectionState, Pressure, Slot};
-use super::log_limit::LogLimiter;
-use super::transport::{Connection, Opening, PREFACE};
+use super::state::{ConnectionInfo, ConnectionState, Pressure, Slot};
+use super::transport::{Opening, Transport, PREFACE};
+use crate::server::log_limit::LogLimiter;
 
 /// First and longest pause after an `accept` error that is not the peer's.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
@@ -106,7 +106,7 @@ pub(crate) struct Incoming<H: Handshake> {
     pressure: Arc<Pressure>,
     refusals: LogLimiter,
     evictions: LogLimiter,
-    handshakes: JoinSet<Option<Connection<H::Io>>>,
+    handshakes: JoinSet<Option<Transport<H::Io>>>,
     backoff: Option<Pin<Box<Sleep>>>,
     next_backoff: Duration,
     accept_errors: LogLimiter,
@@ -205,7 +205,7 @@ impl<H: Handshake> Incoming<H> {
             };
             pressure.register(&state);
             let info = ConnectionInfo { tcp: tcp_info, state };
-            Some(Connection::new(
+            Some(Transport::new(
                 io,
                 opening,
                 info,
@@ -234,7 +234,7 @@ impl<H: Handshake> Incoming<H> {
 }
 
 impl<H: Handshake> Stream for Incoming<H> {
-    type Item = Result<Connection<H::Io>, Infallible>;
+    type Item = Result<Transport<H::Io>, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;

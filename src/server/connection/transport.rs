@@ -36,7 +36,7 @@ use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::transport::server::Connected;
 
-use super::connection_state::{ConnectionInfo, Pressure, Slot};
+use super::state::{ConnectionInfo, Pressure, Slot};
 
 /// The bytes every HTTP/2 client sends first (RFC 9113, section 3.4).
 pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -62,7 +62,7 @@ pub(crate) enum Opening {
 
 /// A connection whose first bytes have been read: `IO` plus those bytes to replay, the
 /// slot it holds under the connection cap, and what closes it.
-pub(crate) struct Connection<IO> {
+pub(crate) struct Transport<IO> {
     io: IO,
     mode: Mode,
     /// What the accept loop read and hyper has yet to: the preface, or the start of an
@@ -124,7 +124,7 @@ impl FrameCursor {
     }
 }
 
-impl<IO> Connection<IO> {
+impl<IO> Transport<IO> {
     /// Wraps `io`, whose `opening` has been read, holding `slot` until it closes: it
     /// closes once `closing` fires and its work is done, or after `idle_timeout` with no
     /// call.
@@ -141,7 +141,7 @@ impl<IO> Connection<IO> {
             Opening::Http2 => (Mode::Http2, Bytes::from_static(PREFACE)),
             Opening::Http1(start) => (Mode::Http1, start),
         };
-        Connection {
+        Transport {
             io,
             mode,
             replay,
@@ -161,7 +161,7 @@ impl<IO> Connection<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> Connection<IO> {
+impl<IO: AsyncWrite + Unpin> Transport<IO> {
     /// Writes a GOAWAY naming the last stream the peer opened, so that its calls sent
     /// meanwhile are retried elsewhere rather than lost; skipped when the server is in
     /// the middle of writing a frame (the peer is not reading, then).
@@ -188,7 +188,7 @@ impl<IO: AsyncWrite + Unpin> Connection<IO> {
     }
 }
 
-impl<IO> Connection<IO> {
+impl<IO> Transport<IO> {
     /// True once the connection must close: taken back for another client, idle for too
     /// long, holding a call ended for another client that its client does not let end,
     /// or shutting down with no work in flight. Registers the task to be woken when that
@@ -219,7 +219,7 @@ impl<IO> Connection<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Connection<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Transport<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -256,7 +256,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Connection<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> Connection<IO> {
+impl<IO: AsyncWrite + Unpin> Transport<IO> {
     /// Finishes a GOAWAY begun, before anything else is written.
     fn poll_pending_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match &self.goaway {
@@ -266,7 +266,7 @@ impl<IO: AsyncWrite + Unpin> Connection<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Transport<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         std::task::ready!(this.poll_pending_goaway(cx));
@@ -314,7 +314,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Connection<IO> {
     }
 }
 
-impl<IO> Connected for Connection<IO> {
+impl<IO> Connected for Transport<IO> {
     type ConnectInfo = ConnectionInfo;
 
     fn connect_info(&self) -> ConnectionInfo {
