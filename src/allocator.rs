@@ -5,7 +5,8 @@
 //! message, and mimalloc is faster at both. It holds more memory than glibc, so each
 //! binary bounds that its own way: the server purges freed memory within milliseconds
 //! (memory spikes come from clients), the client turns huge pages off (its memory is
-//! bounded by its in-flight budget, and a purge every 10 ms cost it 6% more CPU).
+//! bounded by its in-flight budget, and purging every few milliseconds cost it CPU;
+//! docs/performance.md has the figures).
 
 use std::time::Duration;
 
@@ -14,13 +15,14 @@ use std::time::Duration;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Freed memory goes back to the OS after this many milliseconds (mimalloc v2's default;
-/// v3's is 1,000): 48 parallel 60 MB requests peaked at 580 MB with v3's (`bench/soak.sh`).
+/// v3's is 1,000): with v3's, a burst of large parallel requests held several times the
+/// memory (`bench/soak.sh`; docs/performance.md).
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// Hands freed memory back to the OS within 10 ms, and on a thread of its
 /// own each second. mimalloc purges freed segments only when some thread allocates
-/// again, so after a spike an idle server kept its peak RSS (a refused 1 GiB gzip bomb:
-/// 212 MB, and 212 MB after); `bench/soak.sh` measures it. Call first thing in `main`.
+/// again, so after a spike (a refused gzip bomb, for one) an idle server kept its peak
+/// RSS; `bench/soak.sh` measures it. Call first thing in `main`.
 pub fn return_freed_memory() {
     // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
@@ -38,8 +40,8 @@ pub fn return_freed_memory() {
 /// C libraries allocate with glibc's malloc, not the Rust allocator: libzstd's windows
 /// (up to 16 MiB a request) among them. glibc maps a block that large and unmaps it when
 /// freed, but then raises its threshold to the freed size, so the next windows come from
-/// per-thread arenas, which keep them: after 48 parallel zstd requests the server stayed
-/// ~60 MB above its idle size (`bench/soak.sh`). A fixed threshold keeps every block of
+/// per-thread arenas, which keep them: after a burst of zstd requests the server stayed
+/// well above its idle size (`bench/soak.sh`). A fixed threshold keeps every block of
 /// 1 MiB or more mapped on its own and returned on free.
 fn c_allocations_return_at_once() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -4,8 +4,9 @@
 //! a JSON string, and either form with an exponent or a fraction when its value is an
 //! integer (`1e3`, `"1000"`, `1000.0`). pbjson reads such a value as an untagged enum:
 //! serde buffers it, tries a string, builds and drops a formatted error, then tries a
-//! number. That was a third of the bulk client's CPU on inputs with JSON numbers
-//! (`perf record -g`, `bench/client.sh`, the `real-world` shape), and its only message
+//! number. That was the largest share of the bulk client's CPU on inputs with JSON
+//! numbers (`perf record -g`, `bench/client.sh`, the `real-world` shape;
+//! docs/performance.md), and its only message
 //! for a bad value was "data did not match any variant of untagged enum Content".
 //! `build.rs` points the generated code at [`NumberDeserialize`] instead, which takes
 //! whichever form comes in one pass and names the value and the type it does not fit.

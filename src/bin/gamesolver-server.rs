@@ -210,7 +210,7 @@ fn init_logging(format: LogFormat, traces: Option<&Traces>) {
     let subscriber = tracing_subscriber::registry().with(logs);
     // Not `.with(traces.map(..))`: an absent (`None`) layer declares an interest in every
     // call site, which makes every disabled span of h2 and hyper (several a call) a real
-    // one in the registry; that cost 2.2x the CPU a health check needs on the bare stack.
+    // one in the registry, at a cost every call paid (docs/performance.md).
     let _ = match traces {
         Some(traces) => subscriber.with(traces.layer()).try_init(),
         None => subscriber.try_init(),
