@@ -31,8 +31,8 @@ pub struct ServerConfig {
     /// TLS on the gRPC port.
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: TlsConfig,
-    /// The table games' tables: one group of flags a game.
-    #[command(flatten)]
+    /// The table games' tables: three flags a game.
+    #[command(flatten, next_help_heading = "Tables")]
     pub tables: TablesConfig,
     /// Metrics.
     #[command(flatten, next_help_heading = "Observability")]

@@ -29,7 +29,7 @@ pub struct TableConfig {
     pub file: Option<PathBuf>,
 }
 
-/// Every table game's [`TableConfig`], each under a heading of its own, made from the
+/// Every table game's [`TableConfig`], made from the
 /// registry of games ([`GameKind::table`]): a game with a table gets its flags here
 /// without a line of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +93,12 @@ impl clap::FromArgMatches for TablesConfig {
 
 impl clap::Args for TablesConfig {
     fn augment_args(mut command: clap::Command) -> clap::Command {
-        // Under the heading a flattening gave (the client's embedded server), or else
-        // one a game.
-        let heading = command.get_next_help_heading().map(str::to_owned);
+        // Under the heading the flattening gives (the server's, the client's embedded
+        // server's); each flag's help names its game.
         for (game, config) in TablesConfig::default().games {
             let Some(table) = game.table() else { continue };
             let (name, title) = (table.name, table.title);
             let [max_n, precompute, file] = table_flag_ids(name);
-            command = command.next_help_heading(heading.clone().unwrap_or_else(|| format!("{title} table")));
             command = command
                 .arg(
                     clap::Arg::new(max_n)
@@ -133,10 +131,7 @@ impl clap::Args for TablesConfig {
                         )),
                 );
         }
-        match heading {
-            Some(heading) => command.next_help_heading(heading),
-            None => command.next_help_heading(None::<&'static str>),
-        }
+        command
     }
 
     fn augment_args_for_update(command: clap::Command) -> clap::Command {
