@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Every cargo-fuzz target (as `cargo fuzz list` names them, so a new one is picked up) for
-# FUZZ_SECONDS (default 60) each, from a copy of its committed corpus in fuzz/corpus/, so
+# FUZZ_SECONDS (default 30) each, from a copy of its committed corpus in fuzz/corpus/, so
 # that the run never writes into the repository. Fails on a crash, a leak, a timeout or
 # an out-of-memory: libFuzzer then exits non-zero, and the input that did it is kept
 # under $CARGO_TARGET_DIR/fuzz-run/artifacts/TARGET/ and named below.
 # Installs cargo-fuzz (pinned) with the nightly toolchain when missing.
-# Environment: CARGO_TARGET_DIR, FUZZ_SECONDS.
+# CI's run is a smoke run: the targets are built unoptimised (`--dev`, with the same
+# sanitizer and debug assertions): the cold build of the crate and its Arrow and tonic
+# dependencies is most of the step, and a short run needs no speed. FUZZ_RELEASE=1
+# builds them optimised, for a long run.
+# Environment: CARGO_TARGET_DIR, FUZZ_SECONDS, FUZZ_RELEASE.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
-seconds="${FUZZ_SECONDS:-60}"
+seconds="${FUZZ_SECONDS:-30}"
 cargo_fuzz_version=0.13.2
 
 log() { echo "fuzz.sh: $*" >&2; }
@@ -28,6 +32,7 @@ rm -rf "$work"
 mkdir -p "$work"
 # Its own target dir: the fuzz build's flags (sanitizer, coverage) differ from every other.
 fuzz=(--fuzz-dir fuzz --target-dir "$target/fuzz")
+[[ ${FUZZ_RELEASE:-} == 1 ]] || fuzz+=(--dev)
 
 mapfile -t targets < <(cargo +nightly fuzz list --fuzz-dir fuzz)
 ((${#targets[@]})) || { log "no fuzz targets found"; exit 1; }
