@@ -9,7 +9,8 @@
 
 use std::path::Path;
 
-use gamesolver::iv_table_file::IvTableFile;
+use gamesolver::games::stone_game_iv::IvTableFile;
+use gamesolver::tables::TableFile;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -22,9 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use gamesolver::games::stone_game_iv::IvTableFile;
 use gamesolver::games::stone_game_iv::{baseline, smallest_winning_take};
 use gamesolver::games::{Move, Player, StoneGameIvTable};
-use gamesolver::iv_table_file::IvTableFile;
+use gamesolver::tables::TableFile;
 use measure::median;
 
 #[path = "common/measure.rs"]

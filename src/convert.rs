@@ -111,12 +111,10 @@ impl ProblemError {
         match self {
             ProblemError::MissingProblem => Some("problem"),
             ProblemError::MissingGame | ProblemError::SeveralGames { .. } => Some("problem.game"),
-            ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. }) => {
-                Some(GameKind::SumGame.input_path())
+            ProblemError::Solve(err) => Some(err.game().input_path()),
+            ProblemError::NullInput { game, .. } | ProblemError::NegativeValue { game, .. } => {
+                Some(game.input_path())
             }
-            ProblemError::Solve(SolveError::OutOfRange { game, .. })
-            | ProblemError::NullInput { game, .. }
-            | ProblemError::NegativeValue { game, .. } => Some(game.input_path()),
             ProblemError::Pool(_) => None,
         }
     }
@@ -229,11 +227,13 @@ pub fn game_label(problem: Option<&pb::Problem>) -> &'static str {
 /// Roughly the memory a decoded problem holds: what a stream's admission counts.
 pub fn problem_bytes(problem: &pb::Problem) -> usize {
     use pb::problem::Game as G;
+    // One arm a game, so that a game added to the proto is sized here, not left at 0.
     let input = match &problem.game {
         Some(G::SumGame(g)) => g.num.len(),
         Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
+        Some(G::StoneGameIv(_)) => 0,
         Some(G::NimSquare(g)) => g.piles.len() * std::mem::size_of::<u64>(),
-        Some(G::StoneGameIv(_)) | None => 0,
+        None => 0,
     };
     std::mem::size_of::<pb::Problem>() + problem.id.len() + input
 }
@@ -311,6 +311,42 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A problem of `kind` with a non-empty input.
+    fn sample(kind: GameKind) -> pb::Problem {
+        use pb::problem::Game as G;
+        let game = match kind {
+            GameKind::SumGame => G::SumGame(pb::SumGame { num: "1?".into() }),
+            GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIx { stones: vec![1, 2] }),
+            GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIv { n: 5 }),
+            GameKind::NimSquare => G::NimSquare(pb::NimSquare { piles: vec![3, 4] }),
+        };
+        pb::Problem { id: "p".into(), game: Some(game) }
+    }
+
+    /// Every game through every fact the wire side asks of it: its kind and label, its
+    /// domain problem, its size for the request budget, the field its errors blame.
+    #[test]
+    fn every_game_has_every_wire_fact() {
+        let base = std::mem::size_of::<pb::Problem>() + 1;
+        for kind in GameKind::ALL {
+            let problem = sample(kind);
+            assert_eq!(game_kind(&problem), Some(kind));
+            assert_eq!(game_label(Some(&problem)), kind.label());
+            assert!(problem_bytes(&problem) >= base, "{kind:?}");
+            let (_, game) = self::problem(problem);
+            assert_eq!(game.unwrap().kind(), kind);
+            let null = ProblemError::NullInput { game: kind, index: None };
+            assert_eq!(null.field(), Some(kind.input_path()));
+            assert!(kind.input_path().starts_with(&format!("problem.{}.", kind.label())));
+            if let Some(limit) = kind.max_limit() {
+                let err = ProblemError::Solve(SolveError::OutOfRange { game: kind, n: limit + 1, limit });
+                assert_eq!(err.field(), Some(kind.input_path()), "{kind:?}");
+            }
+        }
+        let sum = ProblemError::Solve(SolveError::OddLength { len: 3 });
+        assert_eq!(sum.field(), Some(GameKind::SumGame.input_path()));
+    }
 
     fn every_error() -> Vec<ProblemError> {
         vec![

@@ -18,8 +18,9 @@
 //!   service, the Connect protocol's HTTP/JSON calls translated to it, and the stream
 //!   plumbing the streaming doors share.
 //! - `pool`: runs CPU-heavy work on rayon without blocking the async runtime.
-//! - [`iv_table_file`], [`grundy_table_file`]: the tables on disk: atomic save, verified
-//!   load; `table_file`, what they share on disk (no link followed, exclusive temporaries).
+//! - [`tables`]: every table game's table on disk: one frame, verified load, atomic save
+//!   (no link followed, exclusive temporaries), and the store that binds a file to its
+//!   table; each game's codec is in its own folder ([`games::table::TableCodec`]).
 //! - [`seconds`]: durations as flags give them; [`flag_env`]: flags read from the
 //!   environment too, for both binaries.
 //! - [`server`]: [`server::Server`] (`bind`, then `run`): the whole server: accept loop
@@ -38,8 +39,6 @@ pub mod columnar;
 pub mod convert;
 pub mod flag_env;
 pub mod games;
-pub mod grundy_table_file;
-pub mod iv_table_file;
 mod json_number;
 pub mod pb;
 pub(crate) mod pool;
@@ -47,4 +46,4 @@ pub mod seconds;
 pub mod server;
 pub mod service;
 pub mod solver;
-pub(crate) mod table_file;
+pub mod tables;

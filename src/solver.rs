@@ -251,7 +251,7 @@ impl Solver {
 }
 
 /// The games of a batch's problems that converted.
-fn games<M>(problems: &[(M, Problem)]) -> impl Iterator<Item = &Game> + '_ {
+fn games<M>(problems: &[(M, Problem)]) -> impl Iterator<Item = &Game> + Clone + '_ {
     problems.iter().filter_map(|(_, game)| game.as_ref().ok())
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use common::{limits, TestServer};
 use futures::StreamExt;
+use gamesolver::games::GameKind;
 use gamesolver::pb::{self, problem::Game};
 use gamesolver::server::ServerConfig;
 use production::{metrics_listen, scrape, series, settled};
@@ -50,9 +51,9 @@ async fn start(config: ServerConfig) -> (TestServer, std::net::SocketAddr) {
 #[tokio::test]
 async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     let mut config = ServerConfig::default();
-    config.iv_table.max_n = 1_000_000;
+    config.tables.get_mut(GameKind::StoneGameIv).unwrap().max_n = 1_000_000;
     let (server, metrics) = start(config).await;
-    let table = Arc::clone(&server.iv_table);
+    let table = Arc::clone(&server.tables.iv);
     let mut client = server.client().await;
 
     let solved = pb::SolveRequest { problem: Some(sum("25??")), winner_only: false };

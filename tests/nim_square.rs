@@ -5,6 +5,7 @@
 mod common;
 
 use common::{solve, TestServer};
+use gamesolver::games::GameKind;
 use gamesolver::pb;
 use gamesolver::server::ServerConfig;
 use tonic::Code;
@@ -66,7 +67,7 @@ async fn no_piles_is_bob_and_other_games_carry_no_nim_value() {
 #[tokio::test]
 async fn a_pile_above_the_limit_is_out_of_range_with_its_details() {
     let mut config = ServerConfig::default();
-    config.grundy_table.max_n = 1000;
+    config.tables.get_mut(GameKind::NimSquare).unwrap().max_n = 1000;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let status = solve(&mut client, nim("big", &[5, 1001])).await.unwrap_err();
@@ -101,7 +102,7 @@ async fn a_million_piles_in_one_problem_are_answered() {
 async fn the_table_file_is_saved_at_shutdown_and_loaded_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::default();
-    config.grundy_table.file = Some(dir.path().join("grundy.table"));
+    config.tables.get_mut(GameKind::NimSquare).unwrap().file = Some(dir.path().join("grundy.table"));
     let mut server = TestServer::start(config.clone()).await;
     let mut client = server.client().await;
     let first = solve(&mut client, nim("a", &[54_321, 7])).await.unwrap();

@@ -11,9 +11,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{solve, ServerProcess};
+use gamesolver::games::stone_game_iv::IvTableFile;
 use gamesolver::games::{Game, Tables};
-use gamesolver::iv_table_file::IvTableFile;
 use gamesolver::pb::{self, game_solver_service_client::GameSolverServiceClient};
+use gamesolver::tables::TableFile;
 use production::{client_tls, self_signed_ca_leaf, write_leaf, TestCa};
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::{expected, iv, ix, limits, solve, stream_request, sum, Client, TestServer};
 use futures::StreamExt;
+use gamesolver::games::GameKind;
 use gamesolver::pb;
 use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::{ServerConfig, SERVICE_NAME};
@@ -76,7 +77,7 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[tokio::test]
 async fn bad_problems_get_codes_reasons_fields_and_values() {
     let mut config = ServerConfig::default();
-    config.iv_table.max_n = 1000;
+    config.tables.get_mut(GameKind::StoneGameIv).unwrap().max_n = 1000;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
 
@@ -120,7 +121,7 @@ async fn bad_problems_get_codes_reasons_fields_and_values() {
 #[tokio::test]
 async fn a_bad_problem_in_a_batch_or_stream_carries_what_solve_sends() {
     let mut config = ServerConfig::default();
-    config.iv_table.max_n = 1000;
+    config.tables.get_mut(GameKind::StoneGameIv).unwrap().max_n = 1000;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let bad = [sum("c", "12x4"), sum("o", "123"), iv("big", 1001), pb::Problem::default()];

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use gamesolver::client::parse_problem;
 use gamesolver::games::stone_game_iv::losing_positions_below;
-use gamesolver::iv_table_file::IvTableFile;
+use gamesolver::games::stone_game_iv::IvTableFile;
+use gamesolver::tables::TableFile;
 use gamesolver::pb;
 use prost::Message;
 

@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 
 use gamesolver::games::stone_game_iv::DEFAULT_LIMIT;
 use gamesolver::games::StoneGameIvTable;
-use gamesolver::iv_table_file::{IvTableFile, IvTableFileError};
+use gamesolver::games::stone_game_iv::IvTableFile;
+use gamesolver::tables::{TableFile, TableFileError};
 use gamesolver_fuzz::{StoneGameIvReference, IV_REFERENCE_END};
 use libfuzzer_sys::fuzz_target;
 
@@ -67,7 +68,7 @@ fuzz_target!(|input: &[u8]| {
             assert_eq!(table.snapshot(), (covered, kept));
         }
         Err(err) => {
-            assert!(!matches!(err, IvTableFileError::Io { .. }), "{err}");
+            assert!(!matches!(err, TableFileError::Io { .. }), "{err}");
             let message = err.to_string();
             assert!(message.starts_with(&format!("{PATH}: ")), "{message}");
         }

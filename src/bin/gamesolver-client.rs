@@ -12,7 +12,7 @@ use gamesolver::client::gen::{self, GenConfig};
 use gamesolver::client::{self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, SolveConfig};
 use gamesolver::flag_env;
 use gamesolver::seconds::Seconds;
-use gamesolver::server::config::{GrundyTableConfig, IvTableConfig};
+use gamesolver::server::config::TablesConfig;
 use gamesolver::server::{Server, ServerConfig};
 
 /// Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV)
@@ -53,12 +53,9 @@ enum Command {
 struct SolveArgs {
     #[command(flatten)]
     config: SolveConfig,
-    /// The embedded server's Stone Game IV table: the server's own flags.
+    /// The embedded server's tables: the server's own flags.
     #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
-    iv_table: IvTableConfig,
-    /// The embedded server's Nim Square table: the server's own flags.
-    #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
-    grundy_table: GrundyTableConfig,
+    tables: TablesConfig,
 }
 
 /// The help heading of the server flags that `solve` passes to its embedded server.
@@ -153,12 +150,10 @@ fn main() -> ExitCode {
 }
 
 fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
-    let SolveArgs { config, iv_table, grundy_table } = args;
+    let SolveArgs { config, tables } = args;
     let quiet = config.quiet;
     let config = SolveConfig {
-        embedded: Some(EmbeddedStarter::new(move || {
-            start_embedded_server(iv_table.clone(), grundy_table.clone())
-        })),
+        embedded: Some(EmbeddedStarter::new(move || start_embedded_server(tables.clone()))),
         ..config
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -180,18 +175,11 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
 
 /// The server a run without `--server` starts in this process, on a loopback port, with
 /// the tables the flags set.
-async fn start_embedded_server(
-    iv_table: IvTableConfig,
-    grundy_table: GrundyTableConfig,
-) -> Result<EmbeddedServer, client::BoxError> {
+async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, client::BoxError> {
     // The client closes its calls before it stops the server, so a short grace only
     // matters for a call dropped mid-way.
-    let config = ServerConfig {
-        shutdown_grace: Seconds(Duration::from_secs(1)),
-        iv_table,
-        grundy_table,
-        ..ServerConfig::ephemeral()
-    };
+    let config =
+        ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), tables, ..ServerConfig::ephemeral() };
     let server = Server::bind(config).await?;
     let url = format!("http://{}", server.local_addr());
     Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))

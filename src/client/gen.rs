@@ -38,9 +38,10 @@ impl Mix {
 }
 
 impl Default for Mix {
-    /// Sum Game, Stone Game IX and Stone Game IV as 4:4:2; Nim Square only when asked.
+    /// Each game's [`GameKind::mix_weight`]: Sum Game, Stone Game IX and Stone Game IV
+    /// as 4:4:2; Nim Square only when asked.
     fn default() -> Self {
-        Mix([4, 4, 2, 0])
+        Mix(GameKind::ALL.map(GameKind::mix_weight))
     }
 }
 
@@ -450,6 +451,19 @@ mod tests {
                 }
             }
             assert_eq!(got, expected, "{format}");
+        }
+    }
+
+    /// Every game has a `--mix` key and a generator that makes its problems, and the
+    /// default mix is each game's weight.
+    #[test]
+    fn every_game_has_its_mix_key_and_its_generator() {
+        for kind in GameKind::ALL {
+            let mix: Mix = format!("{}=1", kind.mix_key()).parse().unwrap();
+            assert_eq!(mix.weight(kind), 1);
+            assert_eq!(Mix::default().weight(kind), kind.mix_weight());
+            let config = GenConfig { count: 5, mix, ..GenConfig::default() };
+            assert!(problems(&config).all(|problem| crate::convert::game_kind(&problem) == Some(kind)));
         }
     }
 

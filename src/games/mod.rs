@@ -12,9 +12,11 @@ pub mod sum_game;
 #[cfg(test)]
 pub(crate) mod exhaustive;
 mod grower;
+pub mod table;
 
 pub use nim_square::GrundyTable;
 pub use stone_game_iv::StoneGameIvTable;
+use table::{Table, TableGame};
 
 /// A player; Alice always moves first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,36 +121,50 @@ impl GameKind {
                 name: "sum game",
                 json_field: "sumGame",
                 mix_key: "sum",
+                mix_weight: 4,
                 input: "num",
                 input_path: "problem.sum_game.num",
-                limit: None,
+                table: None,
             },
             GameKind::StoneGameIx => GameFacts {
                 label: "stone_game_ix",
                 name: "stone game ix",
                 json_field: "stoneGameIx",
                 mix_key: "ix",
+                mix_weight: 4,
                 input: "stones",
                 input_path: "problem.stone_game_ix.stones",
-                limit: None,
+                table: None,
             },
             GameKind::StoneGameIv => GameFacts {
                 label: "stone_game_iv",
                 name: "stone game iv",
                 json_field: "stoneGameIv",
                 mix_key: "iv",
+                mix_weight: 2,
                 input: "n",
                 input_path: "problem.stone_game_iv.n",
-                limit: Some(("--iv-max-n", stone_game_iv::MAX_LIMIT)),
+                table: Some(TableFacts {
+                    name: "iv",
+                    title: "Stone Game IV",
+                    default_limit: stone_game_iv::DEFAULT_LIMIT,
+                    max_limit: stone_game_iv::MAX_LIMIT,
+                }),
             },
             GameKind::NimSquare => GameFacts {
                 label: "nim_square",
                 name: "nim square",
                 json_field: "nimSquare",
                 mix_key: "nim",
+                mix_weight: 0,
                 input: "piles",
                 input_path: "problem.nim_square.piles",
-                limit: Some(("--grundy-max-n", nim_square::MAX_LIMIT)),
+                table: Some(TableFacts {
+                    name: "grundy",
+                    title: "Nim Square",
+                    default_limit: nim_square::DEFAULT_LIMIT,
+                    max_limit: nim_square::MAX_LIMIT,
+                }),
             },
         }
     }
@@ -174,6 +190,11 @@ impl GameKind {
         self.facts().mix_key
     }
 
+    /// The game's weight in `gamesolver-client gen`'s default mix (0: only when asked).
+    pub const fn mix_weight(self) -> u32 {
+        self.facts().mix_weight
+    }
+
     /// The game's input, as the proto names its one field and a table names its column:
     /// `num`, `stones`, `n`, `piles`.
     pub const fn input(self) -> &'static str {
@@ -186,19 +207,22 @@ impl GameKind {
         self.facts().input_path
     }
 
+    /// The facts of the game's table, for the games answered from a table of bounded
+    /// size ([`Tables`]); the server's table flags, metrics and files are made of them.
+    pub const fn table(self) -> Option<TableFacts> {
+        self.facts().table
+    }
+
     /// The server flag that sets the largest pile this game answers (`--iv-max-n`), for
     /// the games answered from a table of bounded size.
-    pub const fn limit_flag(self) -> Option<&'static str> {
-        match self.facts().limit {
-            Some((flag, _)) => Some(flag),
-            None => None,
-        }
+    pub fn limit_flag(self) -> Option<String> {
+        self.table().map(|table| format!("--{}-max-n", table.name))
     }
 
     /// The most [`GameKind::limit_flag`] may be set to: its table's largest size.
     pub const fn max_limit(self) -> Option<u64> {
-        match self.facts().limit {
-            Some((_, max)) => Some(max),
+        match self.facts().table {
+            Some(table) => Some(table.max_limit),
             None => None,
         }
     }
@@ -215,10 +239,24 @@ struct GameFacts {
     name: &'static str,
     json_field: &'static str,
     mix_key: &'static str,
+    mix_weight: u32,
     input: &'static str,
     input_path: &'static str,
-    /// The flag that sets the largest pile, and the most it allows.
-    limit: Option<(&'static str, u64)>,
+    table: Option<TableFacts>,
+}
+
+/// What the crate needs to know of a game's table; see [`GameKind::table`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableFacts {
+    /// The table's name in its flags, metrics and files: `iv` makes `--iv-max-n`,
+    /// `--iv-precompute`, `--iv-table` and `gamesolver_iv_table_covered`.
+    pub name: &'static str,
+    /// The game's name in a heading or a help line: `Stone Game IV`.
+    pub title: &'static str,
+    /// The largest pile answered unless a flag says otherwise.
+    pub default_limit: u64,
+    /// The most the limit may be set to: the table's largest size.
+    pub max_limit: u64,
 }
 
 /// One problem of any of the four games, owning its input.
@@ -243,10 +281,55 @@ pub struct Tables {
     pub grundy: std::sync::Arc<GrundyTable>,
 }
 
+/// Sees each table of [`Tables`] with its type, so that the server can bind each to its
+/// file without naming one ([`Tables::visit`]).
+pub trait TableVisitor {
+    /// Called once a table game.
+    fn visit<T: TableGame>(&mut self, table: &std::sync::Arc<T>);
+}
+
+impl Default for Tables {
+    /// Tables answering piles up to each game's default limit.
+    fn default() -> Self {
+        Tables::with_limits(|game| game.table().map_or(0, |table| table.default_limit))
+    }
+}
+
 impl Tables {
-    /// Tables answering piles up to `iv_limit` and `grundy_limit`.
+    /// Tables answering Stone Game IV piles up to `iv_limit` and Nim Square piles up to
+    /// `grundy_limit` (the tests' and benches' shorthand for [`Tables::with_limits`]).
     pub fn new(iv_limit: u64, grundy_limit: u64) -> Self {
-        Tables { iv: StoneGameIvTable::new(iv_limit).into(), grundy: GrundyTable::new(grundy_limit).into() }
+        Tables::with_limits(|game| match game {
+            GameKind::StoneGameIv => iv_limit,
+            _ => grundy_limit,
+        })
+    }
+
+    /// Tables answering each table game's piles up to `limit` of it.
+    pub fn with_limits(limit: impl Fn(GameKind) -> u64) -> Self {
+        Tables {
+            iv: StoneGameIvTable::with_limit(limit(GameKind::StoneGameIv)).into(),
+            grundy: GrundyTable::with_limit(limit(GameKind::NimSquare)).into(),
+        }
+    }
+
+    /// Shows `visitor` every table, in the order of [`GameKind::ALL`].
+    pub fn visit(&self, visitor: &mut impl TableVisitor) {
+        visitor.visit(&self.iv);
+        visitor.visit(&self.grundy);
+    }
+
+    /// Every table, in the order of [`GameKind::ALL`].
+    pub fn each(&self) -> Vec<std::sync::Arc<dyn Table>> {
+        struct Each(Vec<std::sync::Arc<dyn Table>>);
+        impl TableVisitor for Each {
+            fn visit<T: TableGame>(&mut self, table: &std::sync::Arc<T>) {
+                self.0.push(std::sync::Arc::clone(table) as std::sync::Arc<dyn Table>);
+            }
+        }
+        let mut each = Each(Vec::new());
+        self.visit(&mut each);
+        each.0
     }
 
     /// The largest pile of `game` that its table must cover first, if it does not yet.
@@ -262,22 +345,23 @@ impl Tables {
     }
 
     /// Warms the parts of the tables that `games` will read, before they are solved on
-    /// several threads (see [`StoneGameIvTable::preload_moves`]).
-    pub fn preload<'a>(&self, games: impl Iterator<Item = &'a Game>) {
-        self.iv.preload_moves(games.filter_map(|game| match game {
-            Game::StoneGameIv(n) => Some(*n),
-            _ => None,
-        }));
+    /// several threads (each table's [`Table::preload`]).
+    pub fn preload<'a>(&self, games: impl Iterator<Item = &'a Game> + Clone) {
+        struct Preload<I>(I);
+        impl<'a, I: Iterator<Item = &'a Game> + Clone> TableVisitor for Preload<I> {
+            fn visit<T: TableGame>(&mut self, table: &std::sync::Arc<T>) {
+                table.preload(&mut self.0.clone());
+            }
+        }
+        self.visit(&mut Preload(games));
     }
 
     /// Grows `game`'s table to cover `n` (blocking; the caller runs it off the async
     /// workers). Piles beyond the limit are left to `solve` to refuse.
     pub fn extend(&self, game: GameKind, n: u64) {
-        let _ = match game {
-            GameKind::StoneGameIv => self.iv.extend_to(n),
-            GameKind::NimSquare => self.grundy.extend_to(n),
-            GameKind::SumGame | GameKind::StoneGameIx => Ok(()),
-        };
+        if let Some(table) = self.each().into_iter().find(|table| table.game() == game) {
+            let _ = table.extend_to(n);
+        }
     }
 }
 
@@ -360,6 +444,17 @@ pub enum SolveError {
     },
 }
 
+impl SolveError {
+    /// The game whose input is at fault: the field an error blames is this game's
+    /// [`GameKind::input_path`].
+    pub fn game(&self) -> GameKind {
+        match self {
+            SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. } => GameKind::SumGame,
+            SolveError::OutOfRange { game, .. } => *game,
+        }
+    }
+}
+
 /// How the operator raises `game`'s `limit`, as the end of [`SolveError::OutOfRange`]'s
 /// message: the flag and the most it allows, or that it is there already.
 fn how_to_raise(game: GameKind, limit: u64) -> String {
@@ -390,6 +485,31 @@ mod tests {
             assert_eq!(GameKind::from_label(kind.label()), Some(kind));
         }
         assert_eq!(GameKind::from_label("chess"), None);
+    }
+
+    /// Every game with table facts has a table in [`Tables`] and no other does, each
+    /// answering its own game up to its default limit.
+    #[test]
+    fn every_table_game_has_its_table_and_its_facts() {
+        let tables = Tables::default();
+        let with_tables: Vec<_> = tables.each().iter().map(|table| table.game()).collect();
+        let with_facts: Vec<_> = GameKind::ALL.into_iter().filter(|kind| kind.table().is_some()).collect();
+        assert_eq!(with_tables, with_facts);
+        let names: std::collections::HashSet<_> =
+            with_facts.iter().map(|kind| kind.table().unwrap().name).collect();
+        assert_eq!(names.len(), with_facts.len(), "two tables share a name");
+        for table in tables.each() {
+            let facts = table.game().table().unwrap();
+            assert_eq!(table.limit(), facts.default_limit);
+            assert!(facts.default_limit <= facts.max_limit && !facts.title.is_empty());
+            assert_eq!(table.game().limit_flag(), Some(format!("--{}-max-n", facts.name)));
+            let beyond = SolveError::OutOfRange {
+                game: table.game(),
+                n: facts.default_limit + 1,
+                limit: facts.default_limit,
+            };
+            assert_eq!(table.extend_to(facts.default_limit + 1), Err(beyond));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::games::stone_game_iv;
+pub use super::tables::{TableConfig, TablesConfig};
 pub use crate::seconds::{Seconds, Timeout};
 use crate::solver::SolverConfig;
 
@@ -31,12 +31,9 @@ pub struct ServerConfig {
     /// TLS on the gRPC port.
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: TlsConfig,
-    /// The Stone Game IV table.
-    #[command(flatten, next_help_heading = "Stone Game IV table")]
-    pub iv_table: IvTableConfig,
-    /// The Nim Square table.
-    #[command(flatten, next_help_heading = "Nim Square table")]
-    pub grundy_table: GrundyTableConfig,
+    /// The table games' tables: three flags a game.
+    #[command(flatten, next_help_heading = "Tables")]
+    pub tables: TablesConfig,
     /// Metrics.
     #[command(flatten, next_help_heading = "Observability")]
     pub observability: ObservabilityConfig,
@@ -53,8 +50,7 @@ impl Default for ServerConfig {
             limits: LimitsConfig::default(),
             http2: Http2Config::default(),
             tls: TlsConfig::default(),
-            iv_table: IvTableConfig::default(),
-            grundy_table: GrundyTableConfig::default(),
+            tables: TablesConfig::default(),
             observability: ObservabilityConfig::default(),
             solver: SolverConfig::default(),
         }
@@ -309,56 +305,6 @@ impl From<super::TlsSettings> for TlsConfig {
     }
 }
 
-/// The Stone Game IV table: its range, its file and what is computed at start-up.
-#[derive(Debug, Clone, clap::Args)]
-pub struct IvTableConfig {
-    /// Largest Stone Game IV pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "iv-max-n", id = "iv_max_n", value_name = "N", default_value_t = IvTableConfig::default().max_n,
-          value_parser = clap::value_parser!(u64).range(..=stone_game_iv::MAX_LIMIT))]
-    pub max_n: u64,
-    /// Stone Game IV piles classified at start-up, in the background while serving.
-    /// None by default: a request grows the table as far as it needs, and a background
-    /// sieve would take both cores from every embedded and test server.
-    #[arg(long = "iv-precompute", id = "iv_precompute", value_name = "N", default_value_t = IvTableConfig::default().precompute)]
-    pub precompute: u64,
-    /// Stone Game IV table file: loaded at start (recomputed if damaged; refused if its
-    /// directory is missing or it is not a table), saved after the start-up precompute
-    /// and at shutdown when the table has grown.
-    #[arg(long = "iv-table", id = "iv_table", value_name = "PATH")]
-    pub file: Option<PathBuf>,
-}
-
-impl Default for IvTableConfig {
-    fn default() -> Self {
-        IvTableConfig { max_n: stone_game_iv::DEFAULT_LIMIT, precompute: 0, file: None }
-    }
-}
-
-/// The Nim Square table of Grundy values: its range, its file and what is computed at
-/// start-up.
-#[derive(Debug, Clone, clap::Args)]
-pub struct GrundyTableConfig {
-    /// Largest Nim Square pile answered (OUT_OF_RANGE beyond it).
-    #[arg(long = "grundy-max-n", id = "grundy_max_n", value_name = "N", default_value_t = GrundyTableConfig::default().max_n,
-          value_parser = clap::value_parser!(u64).range(..=crate::games::nim_square::MAX_LIMIT))]
-    pub max_n: u64,
-    /// Nim Square piles whose values are computed at start-up, in the background while
-    /// serving; none by default (a request grows the table as far as it needs).
-    #[arg(long = "grundy-precompute", id = "grundy_precompute", value_name = "N", default_value_t = GrundyTableConfig::default().precompute)]
-    pub precompute: u64,
-    /// Nim Square table file: loaded at start (recomputed if damaged; refused if its
-    /// directory is missing or it is not a table), saved after the start-up precompute
-    /// and at shutdown when the table has grown.
-    #[arg(long = "grundy-table", id = "grundy_table", value_name = "PATH")]
-    pub file: Option<PathBuf>,
-}
-
-impl Default for GrundyTableConfig {
-    fn default() -> Self {
-        GrundyTableConfig { max_n: crate::games::nim_square::DEFAULT_LIMIT, precompute: 0, file: None }
-    }
-}
-
 /// Metrics, logs and traces.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ObservabilityConfig {
@@ -419,12 +365,9 @@ pub enum ConfigError {
     /// The TLS files cannot be used.
     #[error("cannot load the TLS files: {0}")]
     Tls(#[from] super::tls::TlsError),
-    /// The table file cannot be used.
-    #[error("stone game iv table: {0}")]
-    IvTable(crate::iv_table_file::IvTableFileError),
-    /// The Nim Square table file cannot be used.
-    #[error("nim square table: {0}")]
-    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// A table file cannot be used.
+    #[error("{0}")]
+    Table(super::TableError),
     /// `--peer-header` and `--trusted-proxy` do not come together.
     #[error(transparent)]
     Proxies(#[from] ProxyConfigError),
@@ -439,17 +382,7 @@ pub fn check(config: &ServerConfig) -> Result<(), ConfigError> {
     if let Some(settings) = config.tls.settings() {
         super::ReloadableTls::load(settings)?;
     }
-    if let Some(path) = &config.iv_table.file {
-        let table = crate::games::StoneGameIvTable::new(config.iv_table.max_n);
-        crate::iv_table_file::IvTableStore::new(path.clone()).open(&table).map_err(ConfigError::IvTable)?;
-    }
-    if let Some(path) = &config.grundy_table.file {
-        let table = crate::games::GrundyTable::new(config.grundy_table.max_n);
-        crate::grundy_table_file::GrundyTableStore::new(path.clone())
-            .open(&table)
-            .map_err(ConfigError::GrundyTable)?;
-    }
-    Ok(())
+    super::tables::check(&config.tables).map_err(ConfigError::Table)
 }
 
 /// Prefix of the environment variables that flags can come from.
@@ -553,8 +486,8 @@ mod tests {
     fn each_games_limit_flag_is_a_flag_here_up_to_its_maximum() {
         let games = crate::games::GameKind::ALL.into_iter();
         for (flag, max) in games.filter_map(|game| Some((game.limit_flag()?, game.max_limit()?))) {
-            assert!(parse(&[flag, &max.to_string()]).is_ok(), "{flag} {max}");
-            let err = parse(&[flag, &(max + 1).to_string()]).unwrap_err().to_string();
+            assert!(parse(&[&flag, &max.to_string()]).is_ok(), "{flag} {max}");
+            let err = parse(&[&flag, &(max + 1).to_string()]).unwrap_err().to_string();
             assert!(err.contains(&format!("..={max}")), "{flag}: {err}");
         }
     }

@@ -37,8 +37,8 @@ use tower::{Layer, Service};
 
 use super::metrics_endpoint::{self, EndpointLimits};
 use super::process_metrics;
-use crate::games::GameKind;
-use crate::games::Tables;
+use crate::games::table::Table;
+use crate::games::{GameKind, Tables};
 use crate::pb;
 use crate::solver::SolveObserver;
 
@@ -64,7 +64,7 @@ struct ProblemLabels {
     outcome: &'static str,
 }
 
-/// Labels of one Stone Game IV table extension.
+/// Labels of one table extension.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabels {
     cause: &'static str,
@@ -97,11 +97,42 @@ struct Inner {
     connections: Counter,
     connections_open: Gauge,
     tls_handshake_failures: Counter,
-    iv_covered: Gauge,
-    iv_extensions: HistogramFamily<CauseLabels>,
-    grundy_covered: Gauge,
-    grundy_extensions: HistogramFamily<CauseLabels>,
-    tables: Arc<Tables>,
+    /// One a table game, in the order of `GameKind::ALL`.
+    tables: Vec<TableMetrics>,
+}
+
+/// The series of one table game's table, named after the table (`iv_table_covered`).
+#[derive(Debug)]
+struct TableMetrics {
+    table: Arc<dyn Table>,
+    covered: Gauge,
+    extensions: HistogramFamily<CauseLabels>,
+}
+
+impl TableMetrics {
+    /// `table`'s series, registered in `registry`.
+    fn register(table: Arc<dyn Table>, registry: &mut Registry) -> Self {
+        let metrics = TableMetrics {
+            table,
+            covered: Gauge::default(),
+            extensions: Family::new_with_constructor(extension_buckets),
+        };
+        let game = metrics.table.game();
+        let (name, title) =
+            game.table().map_or((game.label(), game.name()), |table| (table.name, table.title));
+        registry.register(
+            format!("{name}_table_covered"),
+            format!("{title} piles below this are in its table"),
+            metrics.covered.clone(),
+        );
+        registry.register_with_unit(
+            format!("{name}_table_extension"),
+            format!("Time a caller spent growing the {title} table (or waiting for the growth it needed)"),
+            Unit::Seconds,
+            metrics.extensions.clone(),
+        );
+        metrics
+    }
 }
 
 /// Call latencies from 100 µs to about 100 s, a bucket every factor of 4.
@@ -135,11 +166,7 @@ impl Metrics {
             connections: Counter::default(),
             connections_open: Gauge::default(),
             tls_handshake_failures: Counter::default(),
-            iv_covered: Gauge::default(),
-            iv_extensions: Family::new_with_constructor(extension_buckets),
-            grundy_covered: Gauge::default(),
-            grundy_extensions: Family::new_with_constructor(extension_buckets),
-            tables,
+            tables: Vec::new(),
             registry: Registry::default(),
         };
         registry.register("calls", "Finished gRPC calls by method and status code", inner.calls.clone());
@@ -172,28 +199,7 @@ impl Metrics {
             "TLS handshakes that failed or timed out",
             inner.tls_handshake_failures.clone(),
         );
-        registry.register(
-            "iv_table_covered",
-            "Stone Game IV piles below this are classified",
-            inner.iv_covered.clone(),
-        );
-        registry.register_with_unit(
-            "iv_table_extension",
-            "Time a caller spent growing the Stone Game IV table (or waiting for the growth it needed)",
-            Unit::Seconds,
-            inner.iv_extensions.clone(),
-        );
-        registry.register(
-            "grundy_table_covered",
-            "Nim Square piles below this have their Grundy value",
-            inner.grundy_covered.clone(),
-        );
-        registry.register_with_unit(
-            "grundy_table_extension",
-            "Time a caller spent growing the Nim Square table (or waiting for the growth it needed)",
-            Unit::Seconds,
-            inner.grundy_extensions.clone(),
-        );
+        let tables = tables.each().into_iter().map(|table| TableMetrics::register(table, registry)).collect();
         let spans = &super::traces::SPANS;
         registry.register(
             "trace_spans_ended",
@@ -211,14 +217,14 @@ impl Metrics {
             "The running build",
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
         );
-        Metrics { inner: Arc::new(Inner { registry: root, ..inner }) }
+        Metrics { inner: Arc::new(Inner { registry: root, tables, ..inner }) }
     }
 
     /// The metrics in the OpenMetrics text format, as Prometheus scrapes them.
     pub fn encode(&self) -> String {
-        let gauge = |gauge: &Gauge, covered: u64| gauge.set(i64::try_from(covered).unwrap_or(i64::MAX));
-        gauge(&self.inner.iv_covered, self.inner.tables.iv.covered());
-        gauge(&self.inner.grundy_covered, self.inner.tables.grundy.covered());
+        for table in &self.inner.tables {
+            table.covered.set(i64::try_from(table.table.covered()).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
@@ -227,12 +233,9 @@ impl Metrics {
 
     /// Records one extension of `game`'s table of `seconds`, by what asked for it.
     pub(crate) fn observe_extension(&self, game: GameKind, cause: &'static str, seconds: f64) {
-        let extensions = match game {
-            GameKind::StoneGameIv => &self.inner.iv_extensions,
-            GameKind::NimSquare => &self.inner.grundy_extensions,
-            GameKind::SumGame | GameKind::StoneGameIx => return,
-        };
-        extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
+        if let Some(table) = self.inner.tables.iter().find(|table| table.table.game() == game) {
+            table.extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
+        }
     }
 
     /// The series of the method at `path`.

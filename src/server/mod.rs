@@ -1,9 +1,9 @@
 //! The whole gRPC server as one type: the solver service and its Arrow Flight door,
 //! health, reflection, limits, TLS, metrics, connection ageing, the Connect protocol's
 //! HTTP/JSON calls for curl (off with `--no-connect`), gRPC-Web for browsers (behind
-//! `--grpc-web`) and the Stone Game IV table's lifecycle.
+//! `--grpc-web`) and the lifecycle of the table games' tables.
 //!
-//! [`Server::bind`] does everything that can fail (TLS files, the table file, the
+//! [`Server::bind`] does everything that can fail (TLS files, the table files, the
 //! ports), so that a server that has bound has started; [`Server::run`] serves until
 //! its shutdown future resolves, then drains. The binary, the bulk client's embedded
 //! server and the tests all go through these two steps.
@@ -20,8 +20,7 @@ use tonic_health::ServingStatus;
 use tower::util::option_layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::games::{StoneGameIvTable, Tables};
-use crate::iv_table_file::IvTableFileError;
+use crate::games::Tables;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::connect::{ConnectLayer, JsonRequests};
@@ -47,6 +46,7 @@ mod traces;
 
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
+pub use tables::TableError;
 pub use tls::{ReloadableTls, TlsSettings};
 pub use traces::{Traces, TracesError};
 
@@ -78,13 +78,10 @@ pub enum ServeError {
     /// The reflection service could not be built from the descriptor sets.
     #[error("reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
-    /// The Stone Game IV table file cannot be used (see `IvTableStore::open`). Not a
-    /// `source`: the message already carries it, and `{:#}` would print it twice.
-    #[error("stone game iv table: {0}")]
-    IvTable(IvTableFileError),
-    /// The Nim Square table file cannot be used.
-    #[error("nim square table: {0}")]
-    GrundyTable(crate::grundy_table_file::GrundyTableFileError),
+    /// A table file cannot be used (see `TableStore::open`). Not a `source`: the
+    /// message already carries it, and `{:#}` would print it twice.
+    #[error("{0}")]
+    Table(TableError),
     /// `--peer-header` and `--trusted-proxy` do not come together.
     #[error(transparent)]
     Proxies(#[from] config::ProxyConfigError),
@@ -106,8 +103,8 @@ pub struct Server {
     metrics_listener: Option<TcpListener>,
     tls: Option<Arc<ReloadableTls>>,
     tables: Arc<Tables>,
-    iv_table: TableLifecycle<StoneGameIvTable>,
-    grundy_table: TableLifecycle<crate::games::GrundyTable>,
+    /// One a table game, in the order of `GameKind::ALL`.
+    table_lifecycles: Vec<TableLifecycle>,
     metrics: ServerMetrics,
     /// CORS for gRPC-Web's origins, with `--grpc-web`.
     cors: Option<CorsLayer>,
@@ -131,16 +128,10 @@ impl Server {
             }
             None => None,
         };
-        let tables = Arc::new(Tables::new(config.iv_table.max_n, config.grundy_table.max_n));
+        let tables = Arc::new(config.tables.tables());
         let metrics = ServerMetrics::new(Arc::clone(&tables));
-        let iv_table =
-            TableLifecycle::open(Arc::clone(&tables.iv), config.iv_table.file.clone(), metrics.clone())
-                .await
-                .map_err(ServeError::IvTable)?;
-        let grundy_file = config.grundy_table.file.clone();
-        let grundy_table = TableLifecycle::open(Arc::clone(&tables.grundy), grundy_file, metrics.clone())
-            .await
-            .map_err(ServeError::GrundyTable)?;
+        let table_lifecycles =
+            TableLifecycle::open_all(&tables, &config.tables, &metrics).await.map_err(ServeError::Table)?;
         let bind = |addr: SocketAddr, what: &'static str| async move {
             TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, what, source })
         };
@@ -149,7 +140,7 @@ impl Server {
             Some(addr) => Some(bind(addr, " for metrics").await?),
             None => None,
         };
-        Ok(Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors })
+        Ok(Server { config, listener, metrics_listener, tls, tables, table_lifecycles, metrics, cors })
     }
 
     /// The address the gRPC port is bound to (the port picked for port 0).
@@ -167,11 +158,6 @@ impl Server {
         self.tls.clone()
     }
 
-    /// The Stone Game IV table the server answers from.
-    pub fn iv_table(&self) -> Arc<StoneGameIvTable> {
-        Arc::clone(&self.tables.iv)
-    }
-
     /// The tables the server answers the table-driven games from.
     pub fn tables(&self) -> Arc<Tables> {
         Arc::clone(&self.tables)
@@ -180,7 +166,7 @@ impl Server {
     /// Step 2: serves until `shutdown` resolves, then drains in-flight calls for at
     /// most the shutdown grace, and saves the table if it grew.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-        let Server { config, listener, metrics_listener, tls, tables, iv_table, grundy_table, metrics, cors } =
+        let Server { config, listener, metrics_listener, tls, tables, table_lifecycles, metrics, cors } =
             self;
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
@@ -221,8 +207,9 @@ impl Server {
             let limits = config.observability.endpoint_limits(config.limits.grouping());
             tokio::spawn(metrics::serve_metrics(listener, metrics.clone(), limits, stopping.clone()));
         }
-        iv_table.precompute_in_background(config.iv_table.precompute);
-        grundy_table.precompute_in_background(config.grundy_table.precompute);
+        for lifecycle in &table_lifecycles {
+            lifecycle.precompute_in_background(&config.tables);
+        }
         tokio::spawn(Self::stop_on(shutdown, health.0, calls.clone(), stopping.clone()));
 
         tracing::info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), tls = tls.is_some(), connect = !config.http2.no_connect, grpc_web = config.http2.grpc_web, "serving");
@@ -241,7 +228,7 @@ impl Server {
                 }
             }
         }
-        tokio::join!(iv_table.save(), grundy_table.save());
+        futures::future::join_all(table_lifecycles.into_iter().map(TableLifecycle::save)).await;
         Ok(())
     }
 

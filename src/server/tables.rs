@@ -1,187 +1,267 @@
-//! The tables' life in a server, the same for each table-driven game: loaded from its
-//! file before serving, extended in the background while serving if asked, saved when
-//! it has grown.
+//! The tables' life in a server, the same for each table game: its flags, loaded from
+//! its file before serving, extended in the background while serving if asked, saved
+//! when it has grown. Nothing here names a game: the games' tables come from [`Tables`],
+//! their flags from the registry of games ([`GameKind::table`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::metrics::Metrics;
-use crate::games::{GameKind, GrundyTable, StoneGameIvTable};
-use crate::grundy_table_file::{GrundyOpened, GrundyTableFileError, GrundyTableStore};
-use crate::iv_table_file::{IvTableFileError, IvTableStore, Opened};
+use crate::games::table::{Table, TableGame};
+use crate::games::{GameKind, TableVisitor, Tables};
+use crate::tables::{Opened, StoredTable, TableFileError};
 
-/// What the lifecycle asks of a table and its file.
-pub(crate) trait SavedTable: Send + Sync + 'static {
-    /// The file bound to the table.
-    type Store: Send + Sync + 'static;
-    /// Why the file cannot be used.
-    type Error: std::fmt::Display + Send + 'static;
-    /// The game the table answers.
-    const GAME: GameKind;
-
-    /// A store for the file at `path`.
-    fn store(path: PathBuf) -> Self::Store;
-    /// The store's file.
-    fn path(store: &Self::Store) -> &Path;
-    /// Loads the file: `Ok(Some(covered))` loaded, `Ok(None)` missing, `Err` refused,
-    /// with a damaged file reported by `Ok(Err(..))` inside (recomputed).
-    fn open(store: &Self::Store, table: &Self) -> Result<Result<Option<u64>, Self::Error>, Self::Error>;
-    /// Saves the table if it has grown, logging the outcome.
-    fn save_or_report(store: &Self::Store, table: &Self);
-    /// The largest pile the table answers.
-    fn limit(&self) -> u64;
-    /// Whether pile `n` is beyond what the table covers.
-    fn needs_extension(&self, n: u64) -> bool;
-    /// Grows the table to cover `n`; true when it did.
-    fn extend(&self, n: u64) -> bool;
-    /// Piles below this are covered.
-    fn covered(&self) -> u64;
+/// One table game's table: its range, its file and what is computed at start-up; its
+/// flags are `--NAME-max-n`, `--NAME-precompute` and `--NAME-table`, NAME the table's
+/// name ([`crate::games::TableFacts::name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Largest pile answered (OUT_OF_RANGE beyond it).
+    pub max_n: u64,
+    /// Piles put in the table at start-up, in the background while serving. None by
+    /// default: a request grows the table as far as it needs, and a background sieve
+    /// would take both cores from every embedded and test server.
+    pub precompute: u64,
+    /// The table file: loaded at start (recomputed if damaged; refused if its directory
+    /// is missing or it is not a table), saved after the start-up precompute and at
+    /// shutdown when the table has grown.
+    pub file: Option<PathBuf>,
 }
 
-impl SavedTable for StoneGameIvTable {
-    type Store = IvTableStore;
-    type Error = IvTableFileError;
-    const GAME: GameKind = GameKind::StoneGameIv;
+/// Every table game's [`TableConfig`], made from the
+/// registry of games ([`GameKind::table`]): a game with a table gets its flags here
+/// without a line of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablesConfig {
+    games: Vec<(GameKind, TableConfig)>,
+}
 
-    fn store(path: PathBuf) -> IvTableStore {
-        IvTableStore::new(path)
-    }
-    fn path(store: &IvTableStore) -> &Path {
-        store.path()
-    }
-    fn open(
-        store: &IvTableStore,
-        table: &Self,
-    ) -> Result<Result<Option<u64>, IvTableFileError>, IvTableFileError> {
-        Ok(match store.open(table)? {
-            Opened::Loaded(covered) => Ok(Some(covered)),
-            Opened::Missing => Ok(None),
-            Opened::Untrusted(err) => Err(err),
-        })
-    }
-    fn save_or_report(store: &IvTableStore, table: &Self) {
-        store.save_or_report(table);
-    }
-    fn limit(&self) -> u64 {
-        StoneGameIvTable::limit(self)
-    }
-    fn needs_extension(&self, n: u64) -> bool {
-        StoneGameIvTable::needs_extension(self, n)
-    }
-    fn extend(&self, n: u64) -> bool {
-        self.extend_to(n).is_ok()
-    }
-    fn covered(&self) -> u64 {
-        StoneGameIvTable::covered(self)
+impl Default for TablesConfig {
+    fn default() -> Self {
+        let games = GameKind::ALL.into_iter().filter_map(|game| {
+            let table = game.table()?;
+            Some((game, TableConfig { max_n: table.default_limit, precompute: 0, file: None }))
+        });
+        TablesConfig { games: games.collect() }
     }
 }
 
-impl SavedTable for GrundyTable {
-    type Store = GrundyTableStore;
-    type Error = GrundyTableFileError;
-    const GAME: GameKind = GameKind::NimSquare;
+impl TablesConfig {
+    /// `game`'s table flags; `None` for a game without a table.
+    pub fn get(&self, game: GameKind) -> Option<&TableConfig> {
+        self.games.iter().find(|(kind, _)| *kind == game).map(|(_, config)| config)
+    }
 
-    fn store(path: PathBuf) -> GrundyTableStore {
-        GrundyTableStore::new(path)
+    /// `game`'s table flags, to change; `None` for a game without a table.
+    pub fn get_mut(&mut self, game: GameKind) -> Option<&mut TableConfig> {
+        self.games.iter_mut().find(|(kind, _)| *kind == game).map(|(_, config)| config)
     }
-    fn path(store: &GrundyTableStore) -> &Path {
-        store.path()
+
+    /// Empty tables of the limits these flags set.
+    pub fn tables(&self) -> Tables {
+        Tables::with_limits(|game| self.get(game).map_or(0, |table| table.max_n))
     }
-    fn open(
-        store: &GrundyTableStore,
-        table: &Self,
-    ) -> Result<Result<Option<u64>, GrundyTableFileError>, GrundyTableFileError> {
-        Ok(match store.open(table)? {
-            GrundyOpened::Loaded(covered) => Ok(Some(covered)),
-            GrundyOpened::Missing => Ok(None),
-            GrundyOpened::Untrusted(err) => Err(err),
-        })
+}
+
+/// The ids of a table's three flags: `iv_max_n`, `iv_precompute`, `iv_table`.
+fn table_flag_ids(name: &str) -> [String; 3] {
+    [format!("{name}_max_n"), format!("{name}_precompute"), format!("{name}_table")]
+}
+
+impl clap::FromArgMatches for TablesConfig {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut config = TablesConfig::default();
+        config.update_from_arg_matches(matches)?;
+        Ok(config)
     }
-    fn save_or_report(store: &GrundyTableStore, table: &Self) {
-        store.save_or_report(table);
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (game, config) in &mut self.games {
+            let Some(table) = game.table() else { continue };
+            let [max_n, precompute, file] = table_flag_ids(table.name);
+            let read = |id: &str| matches.try_get_one::<u64>(id).ok().flatten().copied();
+            config.max_n = read(&max_n).unwrap_or(config.max_n);
+            config.precompute = read(&precompute).unwrap_or(config.precompute);
+            if let Some(path) = matches.try_get_one::<PathBuf>(&file).ok().flatten() {
+                config.file = Some(path.clone());
+            }
+        }
+        Ok(())
     }
-    fn limit(&self) -> u64 {
-        GrundyTable::limit(self)
+}
+
+impl clap::Args for TablesConfig {
+    fn augment_args(mut command: clap::Command) -> clap::Command {
+        // Under the heading the flattening gives (the server's, the client's embedded
+        // server's); each flag's help names its game.
+        for (game, config) in TablesConfig::default().games {
+            let Some(table) = game.table() else { continue };
+            let (name, title) = (table.name, table.title);
+            let [max_n, precompute, file] = table_flag_ids(name);
+            command = command
+                .arg(
+                    clap::Arg::new(max_n)
+                        .long(format!("{name}-max-n"))
+                        .value_name("N")
+                        .default_value(config.max_n.to_string())
+                        .value_parser(clap::value_parser!(u64).range(..=table.max_limit))
+                        .help(format!("Largest {title} pile answered (OUT_OF_RANGE beyond it)")),
+                )
+                .arg(
+                    clap::Arg::new(precompute)
+                        .long(format!("{name}-precompute"))
+                        .value_name("N")
+                        .default_value(config.precompute.to_string())
+                        .value_parser(clap::value_parser!(u64))
+                        .help(format!(
+                            "{title} piles put in the table at start-up, in the background while serving; \
+                             none by default (a request grows the table as far as it needs)"
+                        )),
+                )
+                .arg(
+                    clap::Arg::new(file)
+                        .long(format!("{name}-table"))
+                        .value_name("PATH")
+                        .value_parser(clap::value_parser!(PathBuf))
+                        .help(format!(
+                            "{title} table file: loaded at start (recomputed if damaged; refused if its \
+                             directory is missing or it is not a table), saved after the start-up \
+                             precompute and at shutdown when the table has grown"
+                        )),
+                );
+        }
+        command
     }
-    fn needs_extension(&self, n: u64) -> bool {
-        GrundyTable::needs_extension(self, n)
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        TablesConfig::augment_args(command)
     }
-    fn extend(&self, n: u64) -> bool {
-        self.extend_to(n).is_ok()
+}
+
+/// A table file that start-up cannot use: which game's, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{} table: {error}", game.name())]
+pub struct TableError {
+    /// The game whose table it is.
+    pub game: GameKind,
+    /// Why the file cannot be used. Not a `source`: the message already carries it, and
+    /// `{:#}` would print it twice.
+    pub error: TableFileError,
+}
+
+/// A table and, with its file flag, its file.
+type TableFile = (Arc<dyn Table>, Option<Arc<dyn StoredTable>>);
+
+/// Every table bound to the file its flag names, if any.
+pub(crate) fn files(tables: &Tables, config: &TablesConfig) -> Vec<TableFile> {
+    struct Files<'a>(&'a TablesConfig, Vec<TableFile>);
+    impl TableVisitor for Files<'_> {
+        fn visit<T: TableGame>(&mut self, table: &Arc<T>) {
+            let file: Option<PathBuf> = self.0.get(table.game()).and_then(|config| config.file.clone());
+            let stored = file.map(|path| crate::tables::bind(Arc::clone(table), path));
+            self.1.push((Arc::clone(table) as Arc<dyn Table>, stored));
+        }
     }
-    fn covered(&self) -> u64 {
-        GrundyTable::covered(self)
+    let mut files = Files(config, Vec::new());
+    tables.visit(&mut files);
+    files.1
+}
+
+/// Opens every table file of `config` into fresh tables of its limits, as start-up
+/// would, and keeps nothing: what `--check-config` asks.
+pub(crate) fn check(config: &TablesConfig) -> Result<(), TableError> {
+    let tables = config.tables();
+    for (table, stored) in files(&tables, config) {
+        if let Some(stored) = stored {
+            stored.open().map_err(|error| TableError { game: table.game(), error })?;
+        }
     }
+    Ok(())
 }
 
 /// A table and, with its file flag, the file that keeps it across restarts.
 #[derive(Debug)]
-pub(crate) struct TableLifecycle<T: SavedTable> {
-    table: Arc<T>,
-    store: Option<Arc<T::Store>>,
+pub(crate) struct TableLifecycle {
+    table: Arc<dyn Table>,
+    store: Option<Arc<dyn StoredTable>>,
     metrics: Metrics,
 }
 
-impl<T: SavedTable + std::fmt::Debug> TableLifecycle<T>
-where
-    T::Store: std::fmt::Debug,
-{
-    /// Step 1, before serving: loads the file into the table. A file that cannot be used
-    /// at all stops the start; a damaged one is recomputed.
-    pub(crate) async fn open(
-        table: Arc<T>,
-        file: Option<PathBuf>,
+impl TableLifecycle {
+    /// Step 1, before serving: loads every table's file into its table. A file that
+    /// cannot be used at all stops the start; a damaged one is recomputed.
+    pub(crate) async fn open_all(
+        tables: &Tables,
+        config: &TablesConfig,
+        metrics: &Metrics,
+    ) -> Result<Vec<TableLifecycle>, TableError> {
+        let mut opened = Vec::new();
+        for (table, store) in files(tables, config) {
+            opened.push(TableLifecycle::open(table, store, metrics.clone()).await?);
+        }
+        Ok(opened)
+    }
+
+    /// [`TableLifecycle::open_all`] for one table.
+    async fn open(
+        table: Arc<dyn Table>,
+        store: Option<Arc<dyn StoredTable>>,
         metrics: Metrics,
-    ) -> Result<Self, T::Error> {
-        let store = file.map(|path| Arc::new(T::store(path)));
+    ) -> Result<Self, TableError> {
+        let game = table.game();
         if let Some(store) = &store {
-            let (opening, into) = (Arc::clone(store), Arc::clone(&table));
-            let opened = tokio::task::spawn_blocking(move || T::open(&opening, &into))
+            let opening = Arc::clone(store);
+            let opened = tokio::task::spawn_blocking(move || opening.open())
                 .await
-                .unwrap_or_else(|panicked| std::panic::resume_unwind(panicked.into_panic()))?;
-            let (path, game) = (T::path(store).display(), T::GAME.name());
+                .unwrap_or_else(|panicked| std::panic::resume_unwind(panicked.into_panic()))
+                .map_err(|error| TableError { game, error })?;
+            let (path, name) = (store.path().display(), game.name());
             match opened {
-                Ok(Some(covered)) => tracing::info!(%path, covered, "{game} table loaded"),
-                Ok(None) => tracing::info!(%path, "no {game} table yet; it will be computed and saved"),
-                Err(err) => tracing::warn!("ignoring {game} table: {err}; recomputing"),
+                Opened::Loaded(covered) => tracing::info!(%path, covered, "{name} table loaded"),
+                Opened::Missing => {
+                    tracing::info!(%path, "no {name} table yet; it will be computed and saved")
+                }
+                Opened::Untrusted(err) => tracing::warn!("ignoring {name} table: {err}; recomputing"),
             }
         }
         Ok(TableLifecycle { table, store, metrics })
     }
 
-    /// Step 2, while serving: covers piles below `n` on a thread of its own, then saves.
-    /// Requests inside the range covered so far are answered meanwhile, and larger ones
-    /// wait for (then continue) this extension. A plain thread, not the blocking pool, so
-    /// that it never delays the runtime's shutdown.
-    pub(crate) fn precompute_in_background(&self, n: u64) {
-        let n = n.min(self.table.limit() + 1);
+    /// Step 2, while serving: covers piles below the game's `--NAME-precompute` on a
+    /// thread of its own, then saves. Requests inside the range covered so far are
+    /// answered meanwhile, and larger ones wait for (then continue) this extension. A
+    /// plain thread, not the blocking pool, so that it never delays the runtime's
+    /// shutdown.
+    pub(crate) fn precompute_in_background(&self, config: &TablesConfig) {
+        let game = self.table.game();
+        let precompute = config.get(game).map_or(0, |table| table.precompute);
+        let n = precompute.min(self.table.limit() + 1);
         if n == 0 || !self.table.needs_extension(n - 1) {
             return;
         }
         let (table, store, metrics) = (Arc::clone(&self.table), self.store.clone(), self.metrics.clone());
-        let name = format!("{}-precompute", T::GAME.label());
+        let name = format!("{}-precompute", game.label());
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
             let started = Instant::now();
-            if table.extend(n - 1) {
+            if table.extend_to(n - 1).is_ok() {
                 let seconds = started.elapsed().as_secs_f64();
-                metrics.observe_extension(T::GAME, "precompute", seconds);
-                tracing::info!(covered = table.covered(), seconds, "{} table precomputed", T::GAME.name());
+                metrics.observe_extension(game, "precompute", seconds);
+                tracing::info!(covered = table.covered(), seconds, "{} table precomputed", game.name());
             }
             if let Some(store) = store {
-                T::save_or_report(&store, &table);
+                store.save_or_report();
             }
         });
         if let Err(err) = spawned {
-            tracing::warn!("no {} precompute: {err}", T::GAME.name());
+            tracing::warn!("no {} precompute: {err}", game.name());
         }
     }
 
     /// Step 3, after serving: saves the table if requests grew it.
     pub(crate) async fn save(self) {
         if let Some(store) = self.store {
-            let table = self.table;
-            let _ = tokio::task::spawn_blocking(move || T::save_or_report(&store, &table)).await;
+            let _ = tokio::task::spawn_blocking(move || store.save_or_report()).await;
         }
     }
 }

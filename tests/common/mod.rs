@@ -76,8 +76,9 @@ impl TestServer {
     pub async fn start(config: ServerConfig) -> TestServer {
         let config = ServerConfig { listen: ServerConfig::ephemeral().listen, ..config };
         let server = server::Server::bind(config).await.expect("the test server starts");
-        let (addr, metrics, tls, iv_table, tables) =
-            (server.local_addr(), server.metrics_addr(), server.tls(), server.iv_table(), server.tables());
+        let (addr, metrics, tls, tables) =
+            (server.local_addr(), server.metrics_addr(), server.tls(), server.tables());
+        let iv_table = std::sync::Arc::clone(&tables.iv);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;

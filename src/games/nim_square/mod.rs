@@ -16,6 +16,7 @@
 
 #[doc(hidden)]
 pub mod baseline;
+mod file;
 pub mod sieve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +27,7 @@ use self::sieve::{plain_mex, Sieve, SEGMENT};
 use super::grower::Grower;
 use super::{GameKind, Player, SolveError};
 
+pub use self::file::GrundyTableFile;
 pub use self::sieve::grundy_values_below;
 
 /// The default largest pile answered.

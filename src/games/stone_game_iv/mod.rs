@@ -16,6 +16,7 @@
 #[doc(hidden)]
 pub mod baseline;
 mod classes;
+mod file;
 mod gallop;
 mod index;
 mod lows;
@@ -34,6 +35,7 @@ use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN
 use super::grower::Grower;
 use super::{GameKind, Move, Outcome, Player, SolveError};
 
+pub use self::file::{InvalidIvTable, IvTableFile};
 pub use self::sieve::losing_positions_below;
 
 /// The default largest n answered.
