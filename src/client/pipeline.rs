@@ -9,294 +9,30 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::{self, IsTerminal};
-use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use arrow_schema::ArrowError;
 use tokio::task::{JoinHandle, JoinSet};
-use tonic::codec::CompressionEncoding;
 
 use crate::client::budget::Budget;
-use crate::client::connection::{self, ConnectionConfig, ConnectionError, Door, Server, TlsFiles};
-use crate::client::embedded::{BoxError, EmbeddedStarter, Running};
+use crate::client::config::SolveConfig;
+use crate::client::connection::{self, ConnectionConfig, ConnectionError, Door, Server};
+use crate::client::embedded::{BoxError, Running};
+use crate::client::error::ClientError;
 use crate::client::format::Format;
-use crate::client::input::{InputError, InputSource};
-use crate::client::output::{OutputError, ToWriter};
+use crate::client::input::InputSource;
+use crate::client::output::ToWriter;
 use crate::client::plan::{self, Plan};
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
-use crate::client::resume::ResumeError;
 use crate::client::sink::write_answers;
-use crate::client::table::columns::{ColumnMap, ColumnsError, Rename};
-use crate::seconds::Seconds;
+use crate::client::table::columns::ColumnMap;
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
 /// stopped answering must not hold the exit longer.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
-
-/// Everything a `solve` run needs: the flags of `gamesolver-client solve` (each field's
-/// doc is its help text; its default is [`SolveConfig::default`]'s), and the embedded
-/// server, which its caller supplies.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SolveConfig {
-    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
-    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
-    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
-    /// (num, stones, n, piles, and an optional id).
-    #[arg(value_name = "INPUT")]
-    pub input: InputSource,
-    /// Output file (`-` or none: stdout), in the format of its extension, or else the
-    /// input's. Parquet and Arrow are not written to a terminal.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// The input's format, whatever its name says (JSON lines when its name has no known
-    /// extension).
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<Format>,
-    /// The output's format, whatever its name says.
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub output_format: Option<Format>,
-    /// A table's own column for a contract column (id, num, stones, n, piles):
-    /// `n=pile_size` reads Stone Game IV's n from pile_size; a renamed id is written back
-    /// under its own name. Repeatable.
-    #[arg(long = "column", value_name = "CONTRACT=COLUMN")]
-    pub columns: Vec<Rename>,
-    /// Server URL: `https://host:port` (TLS), `http://host:port` or `host:port` (plaintext);
-    /// repeat to spread the load. Without one, a server is started in this process (its
-    /// tables set by the embedded server's flags).
-    #[arg(long = "server", value_name = "URL")]
-    pub servers: Vec<String>,
-    /// Starts a server in this process when `servers` is empty; `None` makes an empty
-    /// `servers` an error.
-    #[arg(skip)]
-    pub embedded: Option<EmbeddedStarter>,
-    /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
-    /// (OUTPUT.resume) proves they answer this input.
-    #[arg(long)]
-    pub resume: bool,
-    /// Ask for the winner only: answers have no `winningMove` (faster on long games).
-    #[arg(long)]
-    pub winner_only: bool,
-    /// TLS files for `https://` servers.
-    #[command(flatten)]
-    pub tls: TlsFiles,
-    /// Seconds a server may keep failing, or stay silent (connecting, or with batches in
-    /// flight), without answering before it is given up on (exit 1; --resume completes
-    /// the output), once it has been reached.
-    #[arg(long, value_name = "SECONDS", value_parser = seconds,
-          default_value = Seconds(SolveConfig::default().retry_for).to_string())]
-    pub retry_for: Duration,
-    /// Seconds servers are tried before a first connection to one is made: a run that
-    /// reaches none stops (exit 2), naming each and why (refused, no route, DNS, TLS).
-    /// --retry-for applies once a server is reached.
-    #[arg(long, value_name = "SECONDS", value_parser = seconds,
-          default_value = Seconds(SolveConfig::default().connect_deadline).to_string())]
-    pub connect_deadline: Duration,
-    /// Problems per batch of JSON lines, at most.
-    #[arg(long = "batch-size", default_value_t = SolveConfig::default().batch_problems)]
-    pub batch_problems: NonZeroUsize,
-    /// Rows per batch of a table, at most (fewer when its rows are long: a batch stays
-    /// within half of --max-message-bytes).
-    #[arg(long, default_value_t = SolveConfig::default().batch_rows)]
-    pub batch_rows: NonZeroUsize,
-    /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
-    /// written before it stopped).
-    #[arg(long, default_value_t = SolveConfig::default().row_group_rows)]
-    pub row_group_rows: NonZeroUsize,
-    /// Encoded bytes per batch, about.
-    #[arg(long, default_value_t = SolveConfig::default().batch_bytes)]
-    pub batch_bytes: NonZeroUsize,
-    /// Connections per server, each with one streaming call.
-    #[arg(long, default_value_t = SolveConfig::default().connections)]
-    pub connections: NonZeroUsize,
-    /// Batches in flight per connection.
-    #[arg(long, default_value_t = SolveConfig::default().window)]
-    pub window: NonZeroUsize,
-    /// Bytes of batches read but not yet written, at most (bounds memory).
-    #[arg(long, default_value_t = SolveConfig::default().in_flight_bytes)]
-    pub in_flight_bytes: NonZeroUsize,
-    /// Largest gRPC message; longer input lines become error lines.
-    #[arg(long, default_value_t = SolveConfig::default().max_message_bytes)]
-    pub max_message_bytes: usize,
-    /// Compression of gRPC messages.
-    #[arg(long, value_enum, default_value_t = SolveConfig::default().compression)]
-    pub compression: Compression,
-    /// No progress bar and no summary.
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
-/// A `SECONDS` flag as a duration.
-fn seconds(text: &str) -> Result<Duration, String> {
-    text.parse::<Seconds>().map(|Seconds(duration)| duration)
-}
-
-/// Compression of gRPC messages, both ways.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Compression {
-    /// Uncompressed: the fastest over loopback and fast links.
-    #[default]
-    None,
-    /// gzip.
-    Gzip,
-    /// zstd: smaller and cheaper than gzip, for remote servers.
-    Zstd,
-}
-
-impl From<Compression> for Option<CompressionEncoding> {
-    fn from(compression: Compression) -> Self {
-        match compression {
-            Compression::None => None,
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-        }
-    }
-}
-
-impl Default for SolveConfig {
-    /// Stdin to stdout; the caller supplies the servers or the embedded server.
-    fn default() -> Self {
-        let nonzero = |n: usize| NonZeroUsize::new(n).expect("a positive default");
-        SolveConfig {
-            input: InputSource::Stdin,
-            output: None,
-            input_format: None,
-            output_format: None,
-            columns: Vec::new(),
-            servers: Vec::new(),
-            embedded: None,
-            resume: false,
-            winner_only: false,
-            tls: TlsFiles::default(),
-            retry_for: Duration::from_secs(60),
-            // Long enough for a server started beside the client to come up; short enough
-            // that a wrong address is told at once.
-            connect_deadline: Duration::from_secs(5),
-            // A batch's decoded problems and answers stay in the L2 cache; 16 batches in
-            // flight are 1 MiB a connection. Chosen with bench/client.sh (docs/performance.md).
-            batch_problems: nonzero(1024),
-            batch_bytes: nonzero(64 * 1024),
-            // A table's batch travels as Arrow buffers and is solved across the server's
-            // cores, so it is cheap to send and worth making large; but each batch is
-            // copied a few times on its way through the server, and twice as many rows
-            // cost a fifth more peak memory (docs/performance.md, "Tables in the bulk
-            // client"). A multiple of the Parquet writer's batch keeps its pieces whole.
-            batch_rows: nonzero(16 * 1024),
-            row_group_rows: nonzero(crate::client::table::write::ROW_GROUP_ROWS),
-            // Two calls: a server solves a call's small batches on the one task that
-            // reads the call, so one call keeps one of its cores busy; with two the last
-            // batches drain on two (bench/client.sh decides; docs/performance.md).
-            connections: nonzero(2),
-            window: nonzero(16),
-            in_flight_bytes: nonzero(16 << 20),
-            max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
-            compression: Compression::None,
-            quiet: false,
-        }
-    }
-}
-
-/// Why a run stopped before the output was complete.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The input could not be read.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// The output could not be written, or a server answered nonsense.
-    #[error(transparent)]
-    Output(#[from] OutputError),
-    /// The reader of the output went away (`| head`): as Unix filters do, the binary
-    /// then exits quietly.
-    #[error("the output was closed before the run ended")]
-    OutputClosed,
-    /// The output file could not be opened.
-    #[error("cannot open output {path}")]
-    OpenOutput {
-        /// The path given.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The output cannot be resumed, or its sidecar cannot be written.
-    #[error(transparent)]
-    Resume(#[from] ResumeError),
-    /// `--resume` needs an output file to resume from.
-    #[error("--resume needs an output file (-o FILE)")]
-    ResumeNeedsOutput,
-    /// `--resume` was given an output that is not a regular file (a device, a pipe).
-    #[error("--resume needs a regular output file; {path} is not one")]
-    ResumeNeedsRegularFile {
-        /// The output given.
-        path: PathBuf,
-    },
-    /// TLS files were given, but no server would use them.
-    #[error("--ca-cert, --client-cert and --client-key apply to https:// servers, and none is given")]
-    TlsWithoutHttps,
-    /// Every server failed.
-    #[error(transparent)]
-    Connection(#[from] ConnectionError),
-    /// None of several servers was ever reached, each for its reason.
-    #[error("cannot reach any server within {deadline:.1?} (--connect-deadline): {}", unreached_list(.servers))]
-    NoServerReached {
-        /// How long they were tried.
-        deadline: Duration,
-        /// Each server's URL and why it was not reached, in the order given.
-        servers: Vec<(String, String)>,
-    },
-    /// The embedded server could not start or failed.
-    #[error("embedded server: {0}")]
-    EmbeddedServer(BoxError),
-    /// No server address was given, and the caller supplied no embedded server.
-    #[error("no server to send the problems to (give --server URL)")]
-    NoServer,
-    /// The table's columns cannot be read as problems.
-    #[error(transparent)]
-    Columns(#[from] ColumnsError),
-    /// A binary output (Parquet, Arrow) would go to a terminal.
-    #[error("refusing to write {0} to a terminal: give -o FILE, or --output-format jsonl or csv")]
-    BinaryToTerminal(Format),
-    /// The output file is the input file: writing would destroy the input.
-    #[error("the output {0} is the input file")]
-    OutputIsInput(PathBuf),
-    /// Stopped on request; the output holds a prefix of the answers.
-    #[error("interrupted; the output holds the answers written so far: rerun with --resume to continue")]
-    Interrupted,
-    /// The run was abandoned part-way (a thread stopped).
-    #[error("run abandoned: {0}")]
-    Aborted(String),
-}
-
-/// `URL: reason; URL: reason`.
-fn unreached_list(servers: &[(String, String)]) -> String {
-    let each: Vec<String> = servers.iter().map(|(url, reason)| format!("{url}: {reason}")).collect();
-    each.join("; ")
-}
-
-impl ClientError {
-    /// An output error, with a closed pipe told apart.
-    pub(crate) fn writing(err: OutputError) -> Self {
-        let closed = std::iter::successors(Some(&err as &dyn std::error::Error), |err| err.source()).any(
-            |err| err.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe),
-        ) || matches!(&err, OutputError::Table(ArrowError::IoError(_, io)) if io.kind() == io::ErrorKind::BrokenPipe);
-        match closed {
-            true => ClientError::OutputClosed,
-            false => ClientError::Output(err),
-        }
-    }
-
-    /// An error of a table writer.
-    pub(crate) fn table_output(err: ArrowError) -> Self {
-        ClientError::writing(OutputError::Table(err))
-    }
-
-    /// An error of a table reader outside of a read (its schema).
-    pub(crate) fn table_input(err: ArrowError) -> Self {
-        ClientError::Aborted(format!("reading the table: {err}"))
-    }
-}
 
 /// Solves every line of `config.input` into `config.output`, in order.
 pub async fn solve(config: SolveConfig) -> Result<Summary, ClientError> {

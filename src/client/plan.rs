@@ -18,13 +18,14 @@ use prost::bytes::Bytes;
 
 use crate::client::batch::{Batch, BatchBuilder, InputMark};
 use crate::client::budget::Budget;
+use crate::client::config::SolveConfig;
 use crate::client::connection::{Door, Grpc};
+use crate::client::error::ClientError;
 use crate::client::fingerprint::{Checkpoint, Fingerprint};
 use crate::client::flight::Flight;
 use crate::client::format::Format;
 use crate::client::input::{is_blank, InputError, InputSource, Line, ProblemReader};
 use crate::client::output::{Answered, ToWriter};
-use crate::client::pipeline::{ClientError, SolveConfig};
 use crate::client::problem_json::LineError;
 use crate::client::queue::WorkQueue;
 use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};

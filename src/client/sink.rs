@@ -19,12 +19,12 @@ use prost::bytes::Bytes;
 
 use crate::client::batch::Batch;
 use crate::client::budget::Budget;
+use crate::client::error::ClientError;
 use crate::client::fingerprint::Checkpoint;
 use crate::client::input::InputError;
 use crate::client::output::{
     decode_answer, each_solution, Answered, InOrder, SolutionWriter, ToWriter, Written,
 };
-use crate::client::pipeline::ClientError;
 use crate::client::progress::Progress;
 use crate::client::queue::WorkQueue;
 use crate::client::resume::Sidecar;

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -135,6 +135,27 @@ impl TableMetrics {
     }
 }
 
+/// What became of the trace spans this process made (`super::traces`). Process-wide: the
+/// trace pipeline starts before the server (and its metrics) and outlives it. All zero
+/// without `--otlp-endpoint`.
+pub(crate) struct SpanCounts {
+    /// Spans ended, each handed to the batch processor.
+    pub(crate) ended: Counter,
+    /// Spans a collector accepted.
+    pub(crate) exported: Counter,
+    /// Spans in exports that failed (a dead or refusing collector, a timeout): lost.
+    pub(crate) lost: Counter,
+}
+
+/// The process's [`SpanCounts`]. Spans dropped at a full queue are neither exported nor
+/// lost in an export: `ended - exported - lost` beyond the queue's size
+/// (`OTEL_BSP_MAX_QUEUE_SIZE`) counts them.
+pub(crate) static SPANS: LazyLock<SpanCounts> = LazyLock::new(|| SpanCounts {
+    ended: Counter::default(),
+    exported: Counter::default(),
+    lost: Counter::default(),
+});
+
 /// Call latencies from 100 µs to about 100 s, a bucket every factor of 4.
 fn call_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 4.0, 11))
@@ -200,7 +221,7 @@ impl Metrics {
             inner.tls_handshake_failures.clone(),
         );
         let tables = tables.each().into_iter().map(|table| TableMetrics::register(table, registry)).collect();
-        let spans = &super::traces::SPANS;
+        let spans = &SPANS;
         registry.register(
             "trace_spans_ended",
             "Trace spans ended (all zero without --otlp-endpoint)",

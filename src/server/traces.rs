@@ -12,10 +12,9 @@
 //!
 //! The SDK's batch processor drops spans quietly (a full queue, an export that failed at
 //! a dead collector) and says so only in its own logs, so the pipeline is wrapped to count
-//! what became of every span in [`SPANS`], which `/metrics` serves.
+//! what became of every span in [`metrics::SPANS`], which `/metrics` serves.
 
 use std::pin::Pin;
-use std::sync::LazyLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -37,28 +36,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::metrics::{self, CallEnd, CountedBody, ObservedBody};
-
-/// What became of the spans this process made, for `/metrics`. Process-wide: the trace
-/// pipeline starts before the server (and its metrics) and outlives it. All zero
-/// without `--otlp-endpoint`.
-pub(crate) struct SpanCounts {
-    /// Spans ended, each handed to the batch processor.
-    pub(crate) ended: Counter,
-    /// Spans a collector accepted.
-    pub(crate) exported: Counter,
-    /// Spans in exports that failed (a dead or refusing collector, a timeout): lost.
-    pub(crate) lost: Counter,
-}
-
-/// The process's [`SpanCounts`]. Spans dropped at a full queue are neither exported nor
-/// lost in an export: `ended - exported - lost` beyond the queue's size
-/// (`OTEL_BSP_MAX_QUEUE_SIZE`) counts them.
-pub(crate) static SPANS: LazyLock<SpanCounts> = LazyLock::new(|| SpanCounts {
-    ended: Counter::default(),
-    exported: Counter::default(),
-    lost: Counter::default(),
-});
+use super::metrics::{self, CallEnd, CountedBody, ObservedBody, SPANS};
 
 /// The batch processor, counting each span it is handed.
 #[derive(Debug)]
