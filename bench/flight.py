@@ -26,19 +26,11 @@ import sys
 import threading
 import time
 
+from server_process import ServerProcess
+
 import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
-
-
-def start_server(binary):
-    process = subprocess.Popen([binary, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
-    match = re.match(r"listening on (\S+)", process.stdout.readline())
-    if not match:
-        process.kill()
-        sys.exit("flight.py: the server printed no address")
-    return process, match.group(1)
 
 
 def jsonl_round(client, data, addr, rows):
@@ -94,7 +86,9 @@ def main():
             subprocess.run([client, "gen", "--count", str(args.rows), "--seed", "3", "--mix", "iv=1",
                             "--iv-n", "0..1000000", "-o", path], check=True)
     table = pq.read_table(parquet, columns=["n"])
-    server, addr = start_server(os.path.join(args.bin_dir, "gamesolver-server"))
+    server = ServerProcess([os.path.join(args.bin_dir, "gamesolver-server"), "--listen", "127.0.0.1:0"],
+                           os.path.join(args.work, "server.log"))
+    addr = server.addr
     try:
         figures = {"jsonl": [], "flight": [], "in-process": []}
         for round_ in range(args.rounds + 1):
@@ -113,8 +107,7 @@ def main():
         print(f"flight/jsonl {medians['flight'] / medians['jsonl']:.2f}x, "
               f"flight/in-process {medians['flight'] / medians['in-process']:.2f}x")
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
 
 
 if __name__ == "__main__":

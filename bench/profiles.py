@@ -21,24 +21,15 @@ round's figures, then the medians and the ratios A/B. ghz comes from $GHZ or PAT
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 
+from server_process import ServerProcess
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def start_server(binary):
-    process = subprocess.Popen([binary, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
-    match = re.match(r"listening on (\S+)", process.stdout.readline())
-    if not match:
-        process.kill()
-        sys.exit("profiles.py: the server printed no address")
-    return process, match.group(1)
 
 
 def unary(ghz, addr, seconds):
@@ -60,7 +51,9 @@ def bulk(client, data, addr, rows):
 
 
 def one_build(bin_dir, ghz, data, args):
-    server, addr = start_server(os.path.join(bin_dir, "gamesolver-server"))
+    server = ServerProcess([os.path.join(bin_dir, "gamesolver-server"), "--listen", "127.0.0.1:0"],
+                           os.path.join(args.work, "server.log"))
+    addr = server.addr
     client = os.path.join(bin_dir, "gamesolver-client")
     try:
         return {
@@ -69,8 +62,7 @@ def one_build(bin_dir, ghz, data, args):
             "columnar parquet problems/s": bulk(client, data["parquet"], addr, args.rows),
         }
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
 
 
 def main():
