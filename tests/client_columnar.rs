@@ -815,6 +815,16 @@ fn resume_refuses_an_output_it_cannot_prove_is_this_inputs() {
         stderr.contains("was written with Parquet out of CSV, this run has Arrow IPC file out of CSV"),
         "{stderr}"
     );
+    // A JSON lines run over a table run's output: its sidecar names the table's formats.
+    let lines = dir.path().join("problems.jsonl");
+    std::fs::write(&lines, "{\"stoneGameIv\":{\"n\":\"7\"}}\n").unwrap();
+    let (status, stderr) =
+        client(&["solve", path_str(&lines), "-o", path_str(&output), "--resume", "--output-format", "jsonl"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        stderr.contains("was written with Parquet out of CSV, this run has JSON lines out of JSON lines"),
+        "{stderr}"
+    );
     // A file this client did not write.
     std::fs::remove_file(dir.path().join("out.parquet.resume")).unwrap();
     let (status, stderr) = client(&["solve", path_str(&a), "-o", path_str(&output), "--resume"]);

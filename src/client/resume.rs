@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::client::fingerprint::{Checkpoint, Fingerprint};
+use crate::client::format::Format;
 use crate::client::input::{is_blank, InputError, Line, ProblemReader};
 use crate::client::problem_json::parse_problem;
 use crate::pb;
@@ -381,10 +382,24 @@ pub fn sidecar_format(text: &[u8]) -> Option<String> {
 /// The formats a sidecar of `format` was written with, in words, as
 /// [`ResumeError::OptionsDiffer`] says them.
 pub fn formats_of(format: &str, text: &[u8]) -> String {
+    /// The formats a table run's sidecar names in its options (the table module writes
+    /// them; read here by shape, so that this module needs nothing of the table one).
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Formats {
+        input_format: Format,
+        output_format: Format,
+    }
+    #[derive(Deserialize)]
+    struct Options {
+        options: Formats,
+    }
     match format {
         FORMAT => "JSON lines out of JSON lines".to_owned(),
-        _ => crate::client::table::resume::formats_of(text)
-            .unwrap_or_else(|| format!("a sidecar of {format:?}")),
+        _ => serde_json::from_slice::<Options>(text).map_or_else(
+            |_| format!("a sidecar of {format:?}"),
+            |Options { options }| format!("{} out of {}", options.output_format, options.input_format),
+        ),
     }
 }
 

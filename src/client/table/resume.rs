@@ -86,11 +86,6 @@ pub struct TableSidecarFile {
 /// The sidecar of a table run.
 pub type TableSidecar = Sidecar<TableSidecarFile>;
 
-/// "Parquet out of CSV", for a sidecar of this kind; `None` for another.
-pub fn formats_of(text: &[u8]) -> Option<String> {
-    serde_json::from_slice::<TableSidecarFile>(text).ok().map(|file| file.options.formats())
-}
-
 /// What a resumable output holds, as its sidecar says.
 #[derive(Debug, Clone)]
 pub struct Saved {
