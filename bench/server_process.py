@@ -55,6 +55,12 @@ class ServerProcess:
         """Peak resident memory, bytes."""
         return self._status("VmHWM")
 
+    def reset_peak(self):
+        """Starts a new peak: VmHWM is the process's lifetime peak, so a probe that checks
+        its own peak resets it first (writing 5 to clear_refs, Linux 4.0 and later)."""
+        with open(f"/proc/{self.proc.pid}/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+
     def cpu_seconds(self):
         """User and system CPU time so far."""
         with open(f"/proc/{self.proc.pid}/stat") as stat:

@@ -237,6 +237,7 @@ def report(name, server, before):
 
 def probe_idle_connections(server):
     print("5,000 TCP connections that never send the HTTP/2 preface", flush=True)
+    server.reset_peak()
     before = server.rss()
     # One client (127.0.0.2) opens them all: alone, it may hold every connection
     # (--max-connections, 4,096), and the rest are closed at once. The bystander is another
@@ -276,6 +277,7 @@ def probe_ping_only(server):
 
 def probe_silent_streams(server):
     print("10 connections x 1,100 SolveStream calls opened, no data sent", flush=True)
+    server.reset_peak()
     before = server.rss()
     # Each connection is opened just before its calls, or the idle timeout would close it.
     conns, opened, refused_by_h2 = [], [], 0
@@ -348,6 +350,7 @@ def probe_fd_exhaustion():
 
 def probe_gzip_bomb(server):
     print("1 MB gzip request that inflates to 1 GiB", flush=True)
+    server.reset_peak()
     before = server.rss()
     bomb = gzip_of_ones("bomb", 1 << 30, os.path.join(WORK, "bomb-1g.gz"))
     print(f"        compressed size {len(bomb) / MIB:.2f} MB", flush=True)
@@ -366,6 +369,7 @@ def probe_gzip_bomb(server):
 
 def probe_parallel_inflation(server, encoding):
     print(f"48 {encoding} requests that each inflate to 60 MB, in parallel", flush=True)
+    server.reset_peak()
     before = server.rss()
     make = {"gzip": gzip_of_ones, "zstd": zstd_of_ones}[encoding]
     body = make("big", 60_000_000, os.path.join(WORK, f"ones-60m.{encoding}"))
@@ -401,6 +405,7 @@ def probe_parallel_inflation(server, encoding):
 def probe_small_stones(server):
     print("4 Stone Game IX requests of 66 million stones below 128 (66 MB each, 528 MB decoded), in parallel",
           flush=True)
+    server.reset_peak()
     before = server.rss()
     message = field(1, field(1, b"ix") + field(3, field(1, b"\x01" * 66_000_000)))
     results = []
@@ -453,6 +458,7 @@ def probe_rapid_reset(server):
 
 def mixed_load(server, seconds=MIXED_LOAD_SECONDS):
     print(f"mixed load: unary calls and streams for {seconds} s, clients killed at random", flush=True)
+    server.reset_peak()
     before = server.rss()
     problems = [sum_problem(str(i), "".join(random.choice("0123456789?") for _ in range(2 * random.randint(1, 2000))))
                 if i % 2 else iv_problem(str(i), random.randint(1, 100000)) for i in range(200)]
@@ -548,7 +554,7 @@ def main():
         probe_rapid_reset(server)
         mixed_load(server)
         time.sleep(2)
-        print(f"server RSS: idle {idle_rss / MIB:.0f} MB, peak {server.hwm() / MIB:.0f} MB, "
+        print(f"server RSS: idle {idle_rss / MIB:.0f} MB, the last probe's peak {server.hwm() / MIB:.0f} MB, "
               f"after all probes {server.rss() / MIB:.0f} MB", flush=True)
         check(server.rss() - idle_rss < 64 * MIB, "memory returns near its idle size")
         check(server.proc.poll() is None, "the server is still running")
