@@ -40,6 +40,7 @@ pub mod convert;
 pub mod flag_env;
 pub mod games;
 mod json_number;
+mod log_limiter;
 pub mod pb;
 pub(crate) mod pool;
 pub mod seconds;

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -33,6 +33,7 @@ use crate::client::batch::Batch;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
 use crate::client::tls_failure;
+use crate::log_limiter::LogLimiter;
 use crate::pb;
 
 /// The bulk RPC's method name; its HTTP/2 path is `/{SERVICE_NAME}/{SOLVE_BATCH_STREAM}`.
@@ -205,34 +206,24 @@ pub struct Server {
 }
 
 /// What the connections to one server learn of it together.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Known {
     /// Why it is not asked again, once it answered wrongly.
     distrust: Distrust,
     /// Set once any connection to it is made: from then on a failure is a fault to
     /// retry for `--retry-for`, no longer a sign of a wrong address.
     reached: AtomicBool,
-    /// Its retry warnings, rate-limited across its connections.
-    warnings: Mutex<WarnGate>,
+    /// Its retry warnings, one every [`WARN_EVERY`] across its connections.
+    warnings: LogLimiter,
 }
 
-/// Lets through one warning every [`WARN_EVERY`], and counts the others.
-#[derive(Debug, Default)]
-struct WarnGate {
-    last: Option<Instant>,
-    held: u64,
-}
-
-impl WarnGate {
-    /// Whether a warning at `now` goes out; if so, with how many were held back since
-    /// the last one.
-    fn admit(&mut self, now: Instant) -> Option<u64> {
-        if self.last.is_some_and(|last| now.saturating_duration_since(last) < WARN_EVERY) {
-            self.held += 1;
-            return None;
+impl Default for Known {
+    fn default() -> Self {
+        Known {
+            distrust: Distrust::default(),
+            reached: AtomicBool::default(),
+            warnings: LogLimiter::new(WARN_EVERY),
         }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.held))
     }
 }
 
@@ -311,9 +302,7 @@ impl Server {
     /// Logs a retry warning, unless one about this server went out less than
     /// [`WARN_EVERY`] ago.
     fn warn(&self, message: impl FnOnce() -> String) {
-        let admitted =
-            self.known.warnings.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).admit(Instant::now());
-        match admitted {
+        match self.known.warnings.allow() {
             None => {}
             Some(0) => tracing::warn!(server = %self.url, "{}", message()),
             Some(held) => {
@@ -853,25 +842,5 @@ impl Decoder for PassThrough {
 
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::new(256 * 1024, 1 << 20)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_warnings_go_out_once_per_period_with_the_count_held_back() {
-        let mut gate = WarnGate::default();
-        let start = Instant::now();
-        let at = |seconds: f64| start + Duration::from_secs_f64(seconds);
-        assert_eq!(gate.admit(at(0.0)), Some(0));
-        assert_eq!(gate.admit(at(0.1)), None);
-        assert_eq!(gate.admit(at(2.0)), None);
-        assert_eq!(gate.admit(at(4.9)), None);
-        assert_eq!(gate.admit(at(5.0)), Some(3));
-        assert_eq!(gate.admit(at(6.0)), None);
-        assert_eq!(gate.admit(at(20.0)), Some(1));
-        assert_eq!(gate.admit(at(30.0)), Some(0));
     }
 }

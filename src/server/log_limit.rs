@@ -1,38 +1,10 @@
-//! Rate limits on log lines a peer can cause: a per-site limiter for this crate's own
-//! warnings, and a `tracing` filter for dependencies' (h2's and hyper's) call sites.
+//! Rate limits on log lines a peer can cause: a `tracing` filter for dependencies' (h2's
+//! and hyper's) call sites. This crate's own warnings use [`crate::log_limiter`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-
-/// Says whether a line may be logged now: at most one an interval, counting the rest.
-#[derive(Debug)]
-pub(crate) struct LogLimiter {
-    interval: Duration,
-    next: Mutex<Option<Instant>>,
-    suppressed: AtomicU64,
-}
-
-impl LogLimiter {
-    /// At most one line each `interval`.
-    pub(crate) fn new(interval: Duration) -> Self {
-        LogLimiter { interval, next: Mutex::new(None), suppressed: AtomicU64::new(0) }
-    }
-
-    /// `Some(lines suppressed since the last one)` when a line may be logged now.
-    pub(crate) fn allow(&self) -> Option<u64> {
-        let now = Instant::now();
-        let mut next = self.next.lock();
-        if next.is_some_and(|next| now < next) {
-            self.suppressed.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        *next = Some(now + self.interval);
-        Some(self.suppressed.swap(0, Ordering::Relaxed))
-    }
-}
 
 /// A `tracing` filter that lets through at most `burst` events a `window` from each call
 /// site outside this crate. h2 and hyper log a WARN for each connection that a peer gets

@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::connection::admission::{Client, Grouping};
-use super::log_limit::LogLimiter;
+use crate::log_limiter::LogLimiter;
 
 /// Largest request head (request line and headers) hyper buffers; its minimum is 8 KiB.
 const MAX_HEAD_BYTES: usize = 16 * 1024;

@@ -48,7 +48,7 @@ use tonic::transport::server::TcpConnectInfo;
 use super::admission::{FairShare, Grouping, Holder, SharePolicy};
 use super::state::{ConnectionInfo, ConnectionState, Pressure, Slot};
 use super::transport::{Opening, Transport, PREFACE};
-use crate::server::log_limit::LogLimiter;
+use crate::log_limiter::LogLimiter;
 
 /// First and longest pause after an `accept` error that is not the peer's.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
