@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{assert_all_correct, client, generate, path_str, ServerProcess, CLIENT};
 use gamesolver::pb;
 
-mod common;
+use crate::common;
 
 #[test]
 fn a_generated_file_round_trips_through_the_embedded_server() {

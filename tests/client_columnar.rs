@@ -2,7 +2,7 @@
 //! Flight door of real servers, every answer compared with the JSON-lines path's for the
 //! same problems; servers lost or lying mid-run; resumes after a kill.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@ use gamesolver::client::{
 use gamesolver::seconds::Seconds;
 use gamesolver::server::{Server, ServerConfig};
 
-mod common;
+use crate::common;
 
 /// What the binary hands the library: the real server on a loopback port.
 fn real_server() -> EmbeddedStarter {

@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status, Streaming};
 
-mod common;
+use crate::common;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
 

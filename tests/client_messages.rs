@@ -11,8 +11,8 @@ use common::TestServer;
 use gamesolver::server::{ServerConfig, TlsSettings};
 use production::{write_ca, write_leaf, TestCa};
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_gamesolver-client");
 

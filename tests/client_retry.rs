@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Code, Request, Response, Status, Streaming};
 
-mod common;
+use crate::common;
 
 /// Answers `answered` batches of each of its first `broken_calls` calls, then fails the
 /// call with `code`, or with `Code::Ok` goes silent (a black hole: the call and the

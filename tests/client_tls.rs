@@ -10,8 +10,8 @@ use production::{bare_tls_server, self_signed_ca_leaf, write_ca, write_leaf, Lea
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 /// Serves the solver with TLS from `dir` (`server.pem`, `server.key`, and `ca.pem` as the
 /// client CA when `mutual`) on 127.0.0.1:0: the real server. Returns it and its https URL.

@@ -4,8 +4,8 @@
 //! limits, the metrics and the deadline are the gRPC call's. `.ci/connect.sh` runs curl
 //! and Connect's own client under node.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::io::Write as _;
 use std::net::SocketAddr;

@@ -1,8 +1,8 @@
 //! Connection ageing: a GOAWAY at `max_connection_age` that lets in-flight calls finish,
 //! and a forced close once the grace after it is over too.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! different 127.0.0.0/8 addresses, which the server counts apart. The cases scale the
 //! server's bounds down and keep their ratios.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! `SolveBatch` does, the discovery RPCs describe the tables, and every call-level error
 //! and limit has its code and message.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,8 +5,8 @@
 //! it nor the Connect door (`--no-connect`), HTTP/1.1 closed unanswered.
 //! `.ci/grpc-web.sh` runs a real gRPC-Web client.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::time::Duration;
 

@@ -1,14 +1,12 @@
 //! The server's bounds against hostile or careless clients: each refuses with the code and
 //! message the README promises, and another client is served meanwhile.
 
-mod common;
+use crate::common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{limits, solve, stream_request, sum, TestServer};
+use common::{limits, served, solve, stream_request, sum, TestServer};
 use gamesolver::pb;
 use gamesolver::seconds::{Seconds, Timeout};
 use gamesolver::server::ServerConfig;
@@ -30,13 +28,6 @@ const PING: &[u8] = &[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Upper bound on any wait for the server to act; only reached when a bound is broken.
 const PATIENCE: Duration = Duration::from_secs(20);
-
-/// Checks that `server` answers a new client.
-async fn served(server: &TestServer) {
-    let mut client = server.client().await;
-    let answer = solve(&mut client, sum("bystander", "25??")).await.unwrap();
-    assert_eq!(answer.id, "bystander");
-}
 
 /// Reads from `socket` until the server closes it (end-of-file or reset), within `PATIENCE`.
 async fn closed_by_server(socket: &mut TcpStream) {
@@ -262,80 +253,6 @@ async fn a_message_is_charged_what_it_decodes_to_not_its_bytes() {
     // A million stones, 9 MB with their bytes, fit; so does a bystander.
     let answer = solve(&mut client, common::ix("fits", &small[..1_000_000])).await.unwrap();
     assert_eq!(answer.id, "fits");
-    served(&server).await;
-}
-
-/// What the library logged, from the first test that asked for it.
-fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    Arc::clone(LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&logs);
-        tracing_subscriber::fmt()
-            .with_env_filter("gamesolver=debug")
-            .with_ansi(false)
-            .with_writer(move || LogSink(Arc::clone(&sink)))
-            .init();
-        logs
-    }))
-}
-
-struct LogSink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test]
-async fn a_server_deadline_skips_the_work_it_has_not_started() {
-    let logs = captured_logs();
-    let solver = SolverConfig { inline_work: 0, ..SolverConfig::default() };
-    let config = ServerConfig {
-        solver,
-        ..limits(|limits| limits.request_timeout = Timeout(Some(Duration::from_millis(100))))
-    };
-    let server = TestServer::start(config).await;
-    let mut client = server.client().await;
-
-    // Every solver thread is busy, so the batch's job waits in the pool's queue.
-    let threads = rayon::current_num_threads();
-    let (busy, all_busy) = std::sync::mpsc::channel();
-    let release = Arc::new(std::sync::Barrier::new(threads + 1));
-    for _ in 0..threads {
-        let (busy, release) = (busy.clone(), Arc::clone(&release));
-        rayon::spawn(move || {
-            busy.send(()).unwrap();
-            release.wait();
-        });
-    }
-    for _ in 0..threads {
-        all_busy.recv_timeout(PATIENCE).unwrap();
-    }
-    let problems = (0..1000).map(|i| sum(&i.to_string(), "25??")).collect();
-    let status =
-        client.solve_batch(pb::SolveBatchRequest { problems, winner_only: false }).await.unwrap_err();
-    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
-    tokio::task::spawn_blocking(move || release.wait()).await.unwrap();
-
-    // The job then starts, sees its caller gone, and solves nothing.
-    let skipped = async {
-        loop {
-            if String::from_utf8_lossy(&logs.lock().unwrap())
-                .contains("pool job skipped: its caller has gone")
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, skipped).await.expect("the skip is logged");
     served(&server).await;
 }
 

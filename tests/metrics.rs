@@ -1,7 +1,7 @@
 //! `/metrics`: every series the README lists, with exact values after real calls.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::sync::Arc;
 

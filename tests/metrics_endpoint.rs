@@ -2,8 +2,8 @@
 //! newcomers, the header-read and idle timeouts, the gRPC port unaffected by a flood on
 //! it, and the process metrics it serves.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -2,7 +2,7 @@
 //! position over every RPC shape, the empty position, the limit's rich error, a long
 //! pile list, and the table file across a restart.
 
-mod common;
+use crate::common;
 
 use common::{solve, TestServer};
 use gamesolver::games::GameKind;

@@ -2,7 +2,7 @@
 //! collector stand-in run here, continuing the caller's `traceparent`. A binary, not an
 //! in-process server: the tracer provider and the subscriber are global to a process.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

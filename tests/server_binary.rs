@@ -1,9 +1,9 @@
 //! The `gamesolver-server` binary: start-up line, serving, SIGTERM/SIGINT, SIGHUP's
 //! certificate reload, and the Stone Game IV table file's start-up checks.
 
-mod common;
+use crate::common;
 
-mod production;
+use crate::production;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! The four RPCs, health, reflection and error codes against a real server.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

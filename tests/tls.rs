@@ -1,7 +1,7 @@
 //! TLS and mutual TLS on the gRPC port, and replacing certificates while serving.
 
-mod common;
-mod production;
+use crate::common;
+use crate::production;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! cannot see them: its requests carry no gRPC message, so the answers have no DATA to
 //! hold back, and the flow-control cases are checked here with a real call instead.
 
-mod common;
+use crate::common;
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

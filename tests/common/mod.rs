@@ -1,6 +1,6 @@
 //! Shared by the integration tests: real servers on ephemeral loopback ports (in-process
 //! and as the binary), datasets, and checking answers against the solver core.
-#![allow(dead_code)] // each test binary uses its own part of this module
+#![allow(dead_code)] // `tests/process_wide.rs` uses a part of this module
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -260,4 +260,11 @@ pub fn assert_all_correct(input: &Path, output: &Path) {
             .unwrap_or_else(|err| panic!("output line {} is not a Solution ({err}): {output_line}", i + 1));
         assert_eq!(got, expected_line(input_line, i as u64 + 1, &table), "line {}: {input_line}", i + 1);
     }
+}
+
+/// Checks that `server` answers a new client.
+pub async fn served(server: &TestServer) {
+    let mut client = server.client().await;
+    let answer = solve(&mut client, sum("bystander", "25??")).await.unwrap();
+    assert_eq!(answer.id, "bystander");
 }

@@ -1,6 +1,5 @@
 //! Shared by the production-feature tests: certificates made at run time (a CA and the
 //! leaves it signs) and scraping `/metrics`.
-#![allow(dead_code)] // each test binary uses its own part of this module
 
 use std::path::{Path, PathBuf};
 
