@@ -54,6 +54,7 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     config.tables.get_mut(GameKind::StoneGameIv).unwrap().max_n = 1_000_000;
     let (server, metrics) = start(config).await;
     let table = Arc::clone(&server.tables.iv);
+    let grundy = Arc::clone(&server.tables.grundy);
     let mut client = server.client().await;
 
     let solved = pb::SolveRequest { problem: Some(sum("25??")), winner_only: false };
@@ -116,8 +117,17 @@ async fn calls_problems_bytes_and_the_table_are_counted_exactly() {
     assert_eq!(value(&method("gamesolver_calls_in_flight", "Solve")), Some(0.0));
     assert_eq!(value(&method("gamesolver_calls_in_flight", "SolveStream")), Some(0.0));
 
-    assert_eq!(value("gamesolver_iv_table_covered"), Some(table.covered() as f64));
-    assert_eq!(value("gamesolver_iv_table_extension_seconds_count{cause=\"request\"}"), Some(1.0));
+    assert_eq!(value("gamesolver_table_covered{game=\"stone_game_iv\"}"), Some(table.covered() as f64));
+    assert_eq!(
+        value("gamesolver_table_extension_seconds_count{game=\"stone_game_iv\",cause=\"request\"}"),
+        Some(1.0)
+    );
+    assert_eq!(value("gamesolver_table_covered{game=\"nim_square\"}"), Some(grundy.covered() as f64));
+    // No Nim Square call asked for more than its table held.
+    assert_eq!(
+        value("gamesolver_table_extension_seconds_count{game=\"nim_square\",cause=\"request\"}"),
+        None
+    );
     assert_eq!(value("gamesolver_connections_total"), Some(2.0));
     assert_eq!(value("gamesolver_connections_open"), Some(2.0));
     let build = format!("gamesolver_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));

@@ -248,8 +248,8 @@ struct GameFacts {
 /// What the crate needs to know of a game's table; see [`GameKind::table`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableFacts {
-    /// The table's name in its flags, metrics and files: `iv` makes `--iv-max-n`,
-    /// `--iv-precompute`, `--iv-table` and `gamesolver_iv_table_covered`.
+    /// The table's name in its flags and files: `iv` makes `--iv-max-n`,
+    /// `--iv-precompute` and `--iv-table` (its metrics carry the game's label instead).
     pub name: &'static str,
     /// The game's name in a heading or a help line: `Stone Game IV`.
     pub title: &'static str,

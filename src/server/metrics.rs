@@ -64,9 +64,16 @@ struct ProblemLabels {
     outcome: &'static str,
 }
 
-/// Labels of one table extension.
+/// Labels of a table game's series.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CauseLabels {
+struct GameLabels {
+    game: &'static str,
+}
+
+/// Labels of one table extension: the game and what asked for it.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExtensionLabels {
+    game: &'static str,
     cause: &'static str,
 }
 
@@ -97,42 +104,10 @@ struct Inner {
     connections: Counter,
     connections_open: Gauge,
     tls_handshake_failures: Counter,
-    /// One a table game, in the order of `GameKind::ALL`.
-    tables: Vec<TableMetrics>,
-}
-
-/// The series of one table game's table, named after the table (`iv_table_covered`).
-#[derive(Debug)]
-struct TableMetrics {
-    table: Arc<dyn Table>,
-    covered: Gauge,
-    extensions: HistogramFamily<CauseLabels>,
-}
-
-impl TableMetrics {
-    /// `table`'s series, registered in `registry`.
-    fn register(table: Arc<dyn Table>, registry: &mut Registry) -> Self {
-        let metrics = TableMetrics {
-            table,
-            covered: Gauge::default(),
-            extensions: Family::new_with_constructor(extension_buckets),
-        };
-        let game = metrics.table.game();
-        let (name, title) =
-            game.table().map_or((game.label(), game.name()), |table| (table.name, table.title));
-        registry.register(
-            format!("{name}_table_covered"),
-            format!("{title} piles below this are in its table"),
-            metrics.covered.clone(),
-        );
-        registry.register_with_unit(
-            format!("{name}_table_extension"),
-            format!("Time a caller spent growing the {title} table (or waiting for the growth it needed)"),
-            Unit::Seconds,
-            metrics.extensions.clone(),
-        );
-        metrics
-    }
+    /// One a table game, in the order of `GameKind::ALL`; read at each scrape.
+    tables: Vec<Arc<dyn Table>>,
+    table_covered: Family<GameLabels, Gauge>,
+    table_extensions: HistogramFamily<ExtensionLabels>,
 }
 
 /// What became of the trace spans this process made (`super::traces`). Process-wide: the
@@ -187,7 +162,9 @@ impl Metrics {
             connections: Counter::default(),
             connections_open: Gauge::default(),
             tls_handshake_failures: Counter::default(),
-            tables: Vec::new(),
+            tables: tables.each(),
+            table_covered: Family::default(),
+            table_extensions: Family::new_with_constructor(extension_buckets),
             registry: Registry::default(),
         };
         registry.register("calls", "Finished gRPC calls by method and status code", inner.calls.clone());
@@ -220,7 +197,17 @@ impl Metrics {
             "TLS handshakes that failed or timed out",
             inner.tls_handshake_failures.clone(),
         );
-        let tables = tables.each().into_iter().map(|table| TableMetrics::register(table, registry)).collect();
+        registry.register(
+            "table_covered",
+            "Piles below this are in the game's table",
+            inner.table_covered.clone(),
+        );
+        registry.register_with_unit(
+            "table_extension",
+            "Time a caller spent growing a game's table (or waiting for the growth it needed), by what asked",
+            Unit::Seconds,
+            inner.table_extensions.clone(),
+        );
         let spans = &SPANS;
         registry.register(
             "trace_spans_ended",
@@ -238,13 +225,17 @@ impl Metrics {
             "The running build",
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
         );
-        Metrics { inner: Arc::new(Inner { registry: root, tables, ..inner }) }
+        Metrics { inner: Arc::new(Inner { registry: root, ..inner }) }
     }
 
     /// The metrics in the OpenMetrics text format, as Prometheus scrapes them.
     pub fn encode(&self) -> String {
         for table in &self.inner.tables {
-            table.covered.set(i64::try_from(table.table.covered()).unwrap_or(i64::MAX));
+            let labels = GameLabels { game: table.game().label() };
+            self.inner
+                .table_covered
+                .get_or_create(&labels)
+                .set(i64::try_from(table.covered()).unwrap_or(i64::MAX));
         }
         let mut text = String::new();
         // Writing to a String cannot fail.
@@ -254,9 +245,10 @@ impl Metrics {
 
     /// Records one extension of `game`'s table of `seconds`, by what asked for it.
     pub(crate) fn observe_extension(&self, game: GameKind, cause: &'static str, seconds: f64) {
-        if let Some(table) = self.inner.tables.iter().find(|table| table.table.game() == game) {
-            table.extensions.get_or_create(&CauseLabels { cause }).observe(seconds);
-        }
+        self.inner
+            .table_extensions
+            .get_or_create(&ExtensionLabels { game: game.label(), cause })
+            .observe(seconds);
     }
 
     /// The series of the method at `path`.
