@@ -11,7 +11,7 @@
 #   over HTTP/1.1 and HTTP/2, JSON, binary and gzip, stubs from buf generate).
 # Needs curl with HTTP/2, openssl, node >= 20 and npm (installs the test's packages with
 # `npm ci`, pinned by tests/grpc-web/package-lock.json). Always stops the servers it started.
-# Environment: CARGO_TARGET_DIR.
+# Environment: CARGO_TARGET_DIR, CI_INSTALL_ONLY (1: install, then stop; .ci/prefetch.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -34,6 +34,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0
 
 log "npm ci in tests/grpc-web"
 (cd tests/grpc-web && npm ci --silent --no-audit --no-fund)
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 
 log "cargo build --bins"
 cargo build --quiet --bins

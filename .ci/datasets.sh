@@ -8,7 +8,8 @@
 # versions into a venv under target/; the package is installed from clients/python.
 # Uses the release binaries in GAMESOLVER_RELEASE_DIR (what .ci/deploy.sh built), or
 # builds them. Environment: CARGO_TARGET_DIR, GAMESOLVER_RELEASE_DIR, DATASET_ROWS,
-# DATASET_ENGINES (default "spark ray").
+# DATASET_ENGINES (default "spark ray"), CI_INSTALL_ONLY (1: install, then stop;
+# .ci/prefetch.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -30,6 +31,7 @@ sys.exit(m.version('pyarrow') != '$pyarrow_version' or m.version('pyspark') != '
     "$venv/bin/pip" install --quiet "pyarrow==$pyarrow_version" "pyspark==$pyspark_version" \
         "ray[data]==$ray_version"
 fi
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
 java -version 2>&1 | grep -q 'version "1[7-9]\|version "2[0-9]' || { log "Spark needs Java 17 or newer"; exit 1; }
 

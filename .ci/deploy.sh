@@ -19,7 +19,7 @@
 # builds what it runs, bounds every wait and stops everything it started.
 #
 # Usage: .ci/deploy.sh [--profile NAME]   (the binaries' cargo profile; default release)
-# Environment: CARGO_TARGET_DIR, GOBIN.
+# Environment: CARGO_TARGET_DIR, GOBIN, CI_INSTALL_ONLY (1: install, then stop; .ci/prefetch.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -497,6 +497,7 @@ EOF
 
 started=$SECONDS
 install_tools
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 build
 built=$SECONDS
 check_image

@@ -4,7 +4,8 @@
 # time; the suite itself runs in under 5 minutes (docs/reliability-faults.md).
 # Installs Toxiproxy (`go install`, pinned) and a venv (grpcio, grpcio-tools) when
 # missing; everything listens on 127.0.0.1; the suite stops every process it started.
-# Environment: CARGO_TARGET_DIR, FAULTS_COUNT (problems, default 200000).
+# Environment: CARGO_TARGET_DIR, FAULTS_COUNT (problems, default 200000), CI_INSTALL_ONLY
+# (1: install, then stop; .ci/prefetch.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -37,6 +38,7 @@ sys.exit(m.version('grpcio') != '1.85.1' or m.version('protobuf') != '7.36.2')" 
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet "grpcio==1.85.1" "grpcio-status==1.85.1" "protobuf==7.36.2"
 fi
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
 
 # GAMESOLVER_RELEASE_DIR: release binaries already built (.ci/run hands over the static

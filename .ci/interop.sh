@@ -5,7 +5,7 @@
 # Python package (clients/python), installed into a venv under target/ at every run so
 # that the check always uses the package as committed. The package's own dependencies are
 # pinned here to the versions its stubs were generated for (.ci/generate.sh).
-# Environment: CARGO_TARGET_DIR.
+# Environment: CARGO_TARGET_DIR, CI_INSTALL_ONLY (1: install, then stop; .ci/prefetch.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/lib.sh
@@ -22,6 +22,7 @@ sys.exit(m.version('grpcio') != '$grpc_version' or m.version('protobuf') != '$pr
   "$venv/bin/pip" install --quiet "grpcio==$grpc_version" "grpcio-status==$grpc_version" "protobuf==$protobuf_version" \
     "pyarrow==$pyarrow_version"
 fi
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 # --no-deps: the pins above are the dependencies; --no-build-isolation would need setuptools
 # in the venv, so pip builds the package in its own isolated environment.
 "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python

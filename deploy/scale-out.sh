@@ -8,6 +8,7 @@
 #
 # Debug binaries by default: CI has just built them for `cargo test`, while a release
 # build (fat LTO) takes minutes more on two cores; 200,000 problems take seconds either way.
+# CI_INSTALL_ONLY=1 installs nginx, then stops (.ci/prefetch.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,7 @@ if [ -z "$nginx_bin" ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nginx >/dev/null
   nginx_bin=/usr/sbin/nginx
 fi
+[[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 
 if [ "$profile" = release ]; then cargo build --release --bins -q; else cargo build --bins -q; fi
 bin=${CARGO_TARGET_DIR:-target}/$profile
