@@ -19,7 +19,7 @@ use arrow_schema::{DataType, FieldRef};
 
 use super::{accepted_types, Games, ID};
 use crate::convert::ProblemError;
-use crate::games::{Game, GameKind};
+use crate::games::{self, GameKind, InputShape};
 use crate::solver::Problem;
 
 /// Why a batch's columns cannot be read as problems at all; the exchange fails with
@@ -109,13 +109,13 @@ fn mixed_problem(inputs: &[Input<'_>], row: usize) -> Problem {
     }
 }
 
-/// One game's input column, its type checked.
+/// One game's input column, its type checked against the game's input shape.
 enum Input<'a> {
-    /// Sum Game's `num`.
-    Strings(Strings<'a>),
-    /// Stone Game IV's `n`.
-    Integers(Integers<'a>),
-    /// Stone Game IX's `stones` or Nim Square's `piles`.
+    /// A text input (Sum Game's `num`).
+    Strings(GameKind, Strings<'a>),
+    /// An integer input (Stone Game IV's `n`).
+    Integers(GameKind, Integers<'a>),
+    /// A list of integers (Stone Game IX's `stones`, Nim Square's `piles`).
     Lists(GameKind, Lists<'a>),
 }
 
@@ -124,12 +124,10 @@ impl<'a> Input<'a> {
     fn find(batch: &'a RecordBatch, game: GameKind) -> Result<Option<Input<'a>>, ColumnError> {
         let Some(index) = column(batch, game.input())? else { return Ok(None) };
         let array = batch.column(index).as_ref();
-        let input = match game {
-            GameKind::SumGame => Strings::of(array).map(Input::Strings),
-            GameKind::StoneGameIv => Integers::of(array).map(Input::Integers),
-            GameKind::StoneGameIx | GameKind::NimSquare => {
-                Lists::of(array).map(|lists| Input::Lists(game, lists))
-            }
+        let input = match game.input_shape() {
+            InputShape::Text => Strings::of(array).map(|strings| Input::Strings(game, strings)),
+            InputShape::Integer => Integers::of(array).map(|integers| Input::Integers(game, integers)),
+            InputShape::Integers => Lists::of(array).map(|lists| Input::Lists(game, lists)),
         };
         let wrong_type = || ColumnError::WrongType {
             column: game.input(),
@@ -141,16 +139,14 @@ impl<'a> Input<'a> {
 
     fn game(&self) -> GameKind {
         match self {
-            Input::Strings(_) => GameKind::SumGame,
-            Input::Integers(_) => GameKind::StoneGameIv,
-            Input::Lists(game, _) => *game,
+            Input::Strings(game, _) | Input::Integers(game, _) | Input::Lists(game, _) => *game,
         }
     }
 
     fn is_null(&self, row: usize) -> bool {
         match self {
-            Input::Strings(strings) => strings.get(row).is_none(),
-            Input::Integers(integers) => integers.is_null(row),
+            Input::Strings(_, strings) => strings.get(row).is_none(),
+            Input::Integers(_, integers) => integers.is_null(row),
             Input::Lists(_, lists) => lists.nulls.is_some_and(|nulls| nulls.is_null(row)),
         }
     }
@@ -159,29 +155,27 @@ impl<'a> Input<'a> {
     fn problem(&self, row: usize) -> Problem {
         let game = self.game();
         let null = || ProblemError::NullInput { game, index: None };
-        match self {
-            Input::Strings(strings) => {
-                strings.get(row).map(|num| Game::SumGame(num.to_owned())).ok_or_else(null)
+        let input = match self {
+            Input::Strings(_, strings) => {
+                strings.get(row).map(|num| games::Input::Text(num.to_owned())).ok_or_else(null)?
             }
-            Input::Integers(integers) => match integers.is_null(row) {
-                true => Err(null()),
+            Input::Integers(_, integers) => match integers.is_null(row) {
+                true => return Err(null()),
                 false => integers
                     .values
                     .get(row)
-                    .map(Game::StoneGameIv)
-                    .map_err(|value| ProblemError::NegativeValue { game, value, index: None }),
+                    .map(games::Input::Integer)
+                    .map_err(|value| ProblemError::NegativeValue { game, value, index: None })?,
             },
-            Input::Lists(game, lists) => {
+            Input::Lists(_, lists) => {
                 if lists.nulls.is_some_and(|nulls| nulls.is_null(row)) {
                     return Err(null());
                 }
-                let values = lists.values(*game, row)?;
-                Ok(match game {
-                    GameKind::NimSquare => Game::NimSquare(values),
-                    _ => Game::StoneGameIx(values),
-                })
+                games::Input::Integers(lists.values(game, row)?)
             }
-        }
+        };
+        // `find` read the column by the game's own shape, which `with_input` takes.
+        Ok(game.with_input(input).expect("an input of the game's shape"))
     }
 }
 
@@ -416,6 +410,7 @@ mod tests {
     use arrow_schema::Field;
 
     use super::*;
+    use crate::games::Game;
 
     fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(columns).unwrap()

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
-use crate::games::GameKind;
+use crate::games::{GameKind, InputShape};
 
 mod input;
 mod output;
@@ -158,23 +158,19 @@ impl Descriptor {
 /// The canonical type of a game's input column; [`input_schema`] describes what else is
 /// accepted.
 pub fn input_type(kind: GameKind) -> DataType {
-    match kind {
-        GameKind::SumGame => DataType::Utf8,
-        GameKind::StoneGameIv => DataType::UInt64,
-        GameKind::StoneGameIx | GameKind::NimSquare => {
-            DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, false)))
-        }
+    match kind.input_shape() {
+        InputShape::Text => DataType::Utf8,
+        InputShape::Integer => DataType::UInt64,
+        InputShape::Integers => DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, false))),
     }
 }
 
 /// The input types accepted for `kind`'s column, in words (for messages and docs).
 pub fn accepted_types(kind: GameKind) -> &'static str {
-    match kind {
-        GameKind::SumGame => "a string type (utf8, large_utf8, utf8_view, or a dictionary of them)",
-        GameKind::StoneGameIv => "an integer type (uint64)",
-        GameKind::StoneGameIx | GameKind::NimSquare => {
-            "a list of integers (list, large_list or fixed_size_list of uint64)"
-        }
+    match kind.input_shape() {
+        InputShape::Text => "a string type (utf8, large_utf8, utf8_view, or a dictionary of them)",
+        InputShape::Integer => "an integer type (uint64)",
+        InputShape::Integers => "a list of integers (list, large_list or fixed_size_list of uint64)",
     }
 }
 

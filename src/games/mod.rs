@@ -123,6 +123,7 @@ impl GameKind {
                 mix_key: "sum",
                 mix_weight: 4,
                 input: "num",
+                input_shape: InputShape::Text,
                 input_path: "problem.sum_game.num",
                 table: None,
             },
@@ -133,6 +134,7 @@ impl GameKind {
                 mix_key: "ix",
                 mix_weight: 4,
                 input: "stones",
+                input_shape: InputShape::Integers,
                 input_path: "problem.stone_game_ix.stones",
                 table: None,
             },
@@ -143,6 +145,7 @@ impl GameKind {
                 mix_key: "iv",
                 mix_weight: 2,
                 input: "n",
+                input_shape: InputShape::Integer,
                 input_path: "problem.stone_game_iv.n",
                 table: Some(TableFacts {
                     name: "iv",
@@ -158,6 +161,7 @@ impl GameKind {
                 mix_key: "nim",
                 mix_weight: 0,
                 input: "piles",
+                input_shape: InputShape::Integers,
                 input_path: "problem.nim_square.piles",
                 table: Some(TableFacts {
                     name: "grundy",
@@ -207,6 +211,24 @@ impl GameKind {
         self.facts().input_path
     }
 
+    /// What the input is (a string, an integer, a list of integers): how a door without
+    /// the proto's types (Arrow columns, CSV cells) carries it.
+    pub const fn input_shape(self) -> InputShape {
+        self.facts().input_shape
+    }
+
+    /// The game of this kind with `input`, or `None` when `input` is not of this game's
+    /// shape ([`GameKind::input_shape`]).
+    pub fn with_input(self, input: Input) -> Option<Game> {
+        match (self, input) {
+            (GameKind::SumGame, Input::Text(num)) => Some(Game::SumGame(num)),
+            (GameKind::StoneGameIx, Input::Integers(stones)) => Some(Game::StoneGameIx(stones)),
+            (GameKind::StoneGameIv, Input::Integer(n)) => Some(Game::StoneGameIv(n)),
+            (GameKind::NimSquare, Input::Integers(piles)) => Some(Game::NimSquare(piles)),
+            _ => None,
+        }
+    }
+
     /// The facts of the game's table, for the games answered from a table of bounded
     /// size ([`Tables`]); the server's table flags, metrics and files are made of them.
     pub const fn table(self) -> Option<TableFacts> {
@@ -242,7 +264,41 @@ struct GameFacts {
     mix_weight: u32,
     input: &'static str,
     input_path: &'static str,
+    input_shape: InputShape,
     table: Option<TableFacts>,
+}
+
+/// The shape of a game's input; see [`GameKind::input_shape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputShape {
+    /// A string (Sum Game's `num`).
+    Text,
+    /// One unsigned integer (Stone Game IV's `n`).
+    Integer,
+    /// A list of unsigned integers (Stone Game IX's `stones`, Nim Square's `piles`).
+    Integers,
+}
+
+/// A game's input by its shape, not yet a [`Game`]: [`GameKind::with_input`] makes it one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// An [`InputShape::Text`] input.
+    Text(String),
+    /// An [`InputShape::Integer`] input.
+    Integer(u64),
+    /// An [`InputShape::Integers`] input.
+    Integers(Vec<u64>),
+}
+
+impl Input {
+    /// This input's shape.
+    pub fn shape(&self) -> InputShape {
+        match self {
+            Input::Text(_) => InputShape::Text,
+            Input::Integer(_) => InputShape::Integer,
+            Input::Integers(_) => InputShape::Integers,
+        }
+    }
 }
 
 /// What the crate needs to know of a game's table; see [`GameKind::table`].
@@ -485,6 +541,20 @@ mod tests {
             assert_eq!(GameKind::from_label(kind.label()), Some(kind));
         }
         assert_eq!(GameKind::from_label("chess"), None);
+    }
+
+    /// Every game takes an input of its own shape, and only of that shape.
+    #[test]
+    fn every_game_is_made_from_an_input_of_its_shape() {
+        let inputs = [Input::Text("25??".into()), Input::Integer(7), Input::Integers(vec![1, 2])];
+        for kind in GameKind::ALL {
+            for input in inputs.clone() {
+                let shape = input.shape();
+                let game = kind.with_input(input);
+                assert_eq!(game.is_some(), shape == kind.input_shape(), "{kind:?} from {shape:?}");
+                assert!(game.is_none_or(|game| game.kind() == kind), "{kind:?}");
+            }
+        }
     }
 
     /// Every game with table facts has a table in [`Tables`] and no other does, each

@@ -15,7 +15,7 @@ use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use crate::columnar::{self, Descriptor, Games};
-use crate::games::GameKind;
+use crate::games::{GameKind, InputShape};
 
 /// The output's column of row numbers, for a table without an `id` column.
 pub const ROW: &str = "row";
@@ -182,16 +182,16 @@ fn is_string(ty: &DataType) -> bool {
 /// True when a column of `ty` can hold `kind`'s problems, as the server reads them
 /// ([`columnar::accepted_types`]); an all-null column always can.
 fn accepts(kind: GameKind, ty: &DataType) -> bool {
-    match (kind, ty) {
+    match (kind.input_shape(), ty) {
         (_, DataType::Null) => true,
-        (GameKind::SumGame, DataType::Dictionary(_, values)) => is_string(values),
-        (GameKind::SumGame, ty) => is_string(ty),
-        (GameKind::StoneGameIv, ty) => ty.is_integer(),
+        (InputShape::Text, DataType::Dictionary(_, values)) => is_string(values),
+        (InputShape::Text, ty) => is_string(ty),
+        (InputShape::Integer, ty) => ty.is_integer(),
         (
-            GameKind::StoneGameIx | GameKind::NimSquare,
+            InputShape::Integers,
             DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _),
         ) => item.data_type().is_integer(),
-        _ => false,
+        (InputShape::Integers, _) => false,
     }
 }
 

@@ -21,7 +21,7 @@ use tonic::Code;
 
 use super::columns::InputColumns;
 use crate::convert;
-use crate::games::GameKind;
+use crate::games::InputShape;
 use crate::pb;
 
 /// The error reason of a CSV cell that is not its game's input.
@@ -114,9 +114,9 @@ pub fn parse_cells(
                 ..Default::default()
             });
         };
-        let parsed: ArrayRef = match kind {
-            GameKind::SumGame => continue,
-            GameKind::StoneGameIv => {
+        let parsed: ArrayRef = match kind.input_shape() {
+            InputShape::Text => continue,
+            InputShape::Integer => {
                 let mut out = UInt64Builder::with_capacity(cells.len());
                 for (row, cell) in cells.iter().enumerate() {
                     match cell.map(parse_integer) {
@@ -130,7 +130,7 @@ pub fn parse_cells(
                 }
                 Arc::new(out.finish())
             }
-            GameKind::StoneGameIx | GameKind::NimSquare => {
+            InputShape::Integers => {
                 let item = Field::new_list_field(DataType::UInt64, false);
                 let mut out = ListBuilder::with_capacity(UInt64Builder::new(), cells.len()).with_field(item);
                 for (row, cell) in cells.iter().enumerate() {
