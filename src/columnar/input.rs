@@ -103,20 +103,26 @@ fn mixed_problem(inputs: &[Input<'_>], row: usize) -> Problem {
         (None, _) => Err(ProblemError::MissingGame),
         (Some(input), None) => input.problem(row),
         (Some(_), Some(_)) => {
-            let games = inputs.iter().filter(|input| !input.is_null(row)).map(Input::game).collect();
+            let games = inputs.iter().filter(|input| !input.is_null(row)).map(|input| input.game).collect();
             Err(ProblemError::SeveralGames { games })
         }
     }
 }
 
 /// One game's input column, its type checked against the game's input shape.
-enum Input<'a> {
+struct Input<'a> {
+    game: GameKind,
+    column: Column<'a>,
+}
+
+/// An input column by its shape ([`InputShape`]).
+enum Column<'a> {
     /// A text input (Sum Game's `num`).
-    Strings(GameKind, Strings<'a>),
+    Strings(Strings<'a>),
     /// An integer input (Stone Game IV's `n`).
-    Integers(GameKind, Integers<'a>),
+    Integers(Integers<'a>),
     /// A list of integers (Stone Game IX's `stones`, Nim Square's `piles`).
-    Lists(GameKind, Lists<'a>),
+    Lists(Lists<'a>),
 }
 
 impl<'a> Input<'a> {
@@ -124,42 +130,36 @@ impl<'a> Input<'a> {
     fn find(batch: &'a RecordBatch, game: GameKind) -> Result<Option<Input<'a>>, ColumnError> {
         let Some(index) = column(batch, game.input())? else { return Ok(None) };
         let array = batch.column(index).as_ref();
-        let input = match game.input_shape() {
-            InputShape::Text => Strings::of(array).map(|strings| Input::Strings(game, strings)),
-            InputShape::Integer => Integers::of(array).map(|integers| Input::Integers(game, integers)),
-            InputShape::Integers => Lists::of(array).map(|lists| Input::Lists(game, lists)),
+        let column = match game.input_shape() {
+            InputShape::Text => Strings::of(array).map(Column::Strings),
+            InputShape::Integer => Integers::of(array).map(Column::Integers),
+            InputShape::Integers => Lists::of(array).map(Column::Lists),
         };
         let wrong_type = || ColumnError::WrongType {
             column: game.input(),
             found: array.data_type().clone(),
             expected: accepted_types(game),
         };
-        input.map(Some).ok_or_else(wrong_type)
-    }
-
-    fn game(&self) -> GameKind {
-        match self {
-            Input::Strings(game, _) | Input::Integers(game, _) | Input::Lists(game, _) => *game,
-        }
+        column.map(|column| Some(Input { game, column })).ok_or_else(wrong_type)
     }
 
     fn is_null(&self, row: usize) -> bool {
-        match self {
-            Input::Strings(_, strings) => strings.get(row).is_none(),
-            Input::Integers(_, integers) => integers.is_null(row),
-            Input::Lists(_, lists) => lists.nulls.is_some_and(|nulls| nulls.is_null(row)),
+        match &self.column {
+            Column::Strings(strings) => strings.get(row).is_none(),
+            Column::Integers(integers) => integers.is_null(row),
+            Column::Lists(lists) => lists.nulls.is_some_and(|nulls| nulls.is_null(row)),
         }
     }
 
     /// The problem in `row`, or why it has none.
     fn problem(&self, row: usize) -> Problem {
-        let game = self.game();
+        let game = self.game;
         let null = || ProblemError::NullInput { game, index: None };
-        let input = match self {
-            Input::Strings(_, strings) => {
+        let input = match &self.column {
+            Column::Strings(strings) => {
                 strings.get(row).map(|num| games::Input::Text(num.to_owned())).ok_or_else(null)?
             }
-            Input::Integers(_, integers) => match integers.is_null(row) {
+            Column::Integers(integers) => match integers.is_null(row) {
                 true => return Err(null()),
                 false => integers
                     .values
@@ -167,7 +167,7 @@ impl<'a> Input<'a> {
                     .map(games::Input::Integer)
                     .map_err(|value| ProblemError::NegativeValue { game, value, index: None })?,
             },
-            Input::Lists(_, lists) => {
+            Column::Lists(lists) => {
                 if lists.nulls.is_some_and(|nulls| nulls.is_null(row)) {
                     return Err(null());
                 }
