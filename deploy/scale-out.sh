@@ -7,7 +7,7 @@
 #   deploy/scale-out.sh [--count N] [--release]
 #
 # Debug binaries by default: CI has just built them for `cargo test`, while a release
-# build (fat LTO) takes minutes more on two cores; 200,000 problems take seconds either way.
+# build takes minutes more on two cores; 200,000 problems take seconds either way.
 # CI_INSTALL_ONLY=1 installs nginx, then stops (.ci/prefetch.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
