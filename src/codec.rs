@@ -22,6 +22,8 @@ use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder
 use tonic::Status;
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
+use crate::convert;
+use crate::games::{GameKind, Input, InputRef, InputShape, MoveValues};
 use crate::pb;
 
 /// Default limit of one gRPC message, each way, for the server and the bulk client: room
@@ -214,25 +216,17 @@ impl FastDecode for pb::SolveBatchStreamResponse {
 /// length-delimited): the bytes prost writes for it, sized once rather than once per
 /// level of nesting, and written into place (`cargo bench --bench bulk`, `client_parse`).
 pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
-    use pb::problem::Game as G;
-    if let Some(G::NimSquare(_)) = &problem.game {
-        // Nim Square's packed piles are left to prost: the games above are the bulk.
-        out.put_u8(LEN_1);
-        prost::encoding::encode_varint(problem.encoded_len() as u64, out);
-        problem.encode_raw(out);
-        return;
-    }
+    let game = problem.game.as_ref().map(convert::wire_input);
     // A oneof's message is always written once set, even when empty.
-    let packed: usize = match &problem.game {
-        Some(G::StoneGameIx(g)) => g.stones.iter().map(|&stone| encoded_len_varint(stone)).sum(),
+    let packed: usize = match game {
+        Some((_, InputRef::Integers(values))) => values.iter().map(|&value| encoded_len_varint(value)).sum(),
         _ => 0,
     };
-    let game_len = problem.game.as_ref().map(|game| match game {
-        G::SumGame(g) => string_field_len(&g.num),
-        G::StoneGameIx(_) if packed == 0 => 0,
-        G::StoneGameIx(_) => len_field_len(packed),
-        G::StoneGameIv(g) => varint_field_len(g.n),
-        G::NimSquare(_) => unreachable!("written by prost above"),
+    let game_len = game.map(|(_, input)| match input {
+        InputRef::Text(text) => string_field_len(text),
+        InputRef::Integers(_) if packed == 0 => 0,
+        InputRef::Integers(_) => len_field_len(packed),
+        InputRef::Integer(n) => varint_field_len(n),
     });
     let len = string_field_len(&problem.id) + game_len.map_or(0, len_field_len);
 
@@ -244,26 +238,21 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
     if !problem.id.is_empty() {
         w.string(LEN_1, &problem.id);
     }
-    let (Some(game), Some(game_len)) = (&problem.game, game_len) else { return };
-    w.byte(match game {
-        G::SumGame(_) => LEN_2,
-        G::StoneGameIx(_) => LEN_3,
-        G::StoneGameIv(_) => LEN_4,
-        G::NimSquare(_) => LEN_5,
-    });
+    let (Some((kind, input)), Some(game_len)) = (game, game_len) else { return };
+    w.byte(len_key(problem_game_field(kind)));
     w.varint(game_len as u64);
-    match game {
-        G::SumGame(g) if !g.num.is_empty() => w.string(LEN_1, &g.num),
-        G::StoneGameIx(g) if packed > 0 => {
+    match input {
+        InputRef::Text(text) if !text.is_empty() => w.string(LEN_1, text),
+        InputRef::Integers(values) if packed > 0 => {
             w.byte(LEN_1);
             w.varint(packed as u64);
-            for &stone in &g.stones {
-                w.varint(stone);
+            for &value in values {
+                w.varint(value);
             }
         }
-        G::StoneGameIv(g) if g.n > 0 => {
+        InputRef::Integer(n) if n > 0 => {
             w.byte(VARINT_1);
-            w.varint(g.n);
+            w.varint(n);
         }
         _ => {}
     }
@@ -273,36 +262,31 @@ pub fn encode_problem_element(problem: &pb::Problem, out: &mut BytesMut) {
 /// Appends `solutions` as a batch response's field 1: prost's bytes, with each
 /// solution sized once (prost sizes a nested message again at every level above it).
 fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
-    use pb::r#move::Game as G;
     let (uint, message) = (varint_field_len, len_field_len);
-    let move_len = |winning_move: &pb::Move| match &winning_move.game {
-        None | Some(G::NimSquare(_)) => 0,
-        Some(G::SumGame(m)) => message(uint(m.index) + uint(m.digit.into())),
-        Some(G::StoneGameIx(m)) => message(uint(m.index)),
-        Some(G::StoneGameIv(m)) => message(uint(m.take)),
-    };
     for solution in solutions {
-        let nim_move = |m: &pb::Move| matches!(m.game, Some(G::NimSquare(_)));
-        if solution.nim_value.is_some() || solution.winning_move.as_ref().is_some_and(nim_move) {
-            // Nim Square's solutions are left to prost: the games below are the bulk.
-            out.push(LEN_1);
-            prost::encoding::encode_varint(solution.encoded_len() as u64, out);
-            solution.encode_raw(out);
-            continue;
-        }
+        // A move's game and values, and the length of the game's move message.
+        let game_move = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(|game| {
+            let (kind, values) = convert::move_values(game);
+            let len: usize = values[..kind.move_fields().len()].iter().map(|&value| uint(value)).sum();
+            (kind, values, len)
+        });
         // An enum is an int32: a negative one is sign-extended to 10 bytes.
         let winner = solution.winner as u64;
-        let move_len = solution.winning_move.as_ref().map(move_len);
+        // A move without a game is an empty message.
+        let move_len =
+            solution.winning_move.as_ref().map(|_| game_move.map_or(0, |(_, _, len)| message(len)));
         let error_len = solution.error.as_ref().map(|error| error.encoded_len());
+        let nim_value_len = solution.nim_value.map_or(0, |value| 1 + encoded_len_varint(value.into()));
         let len = string_field_len(&solution.id)
             + 2 * usize::from(solution.alice_wins)
             + uint(winner)
             + move_len.map_or(0, message)
-            + error_len.map_or(0, message);
+            + error_len.map_or(0, message)
+            + nim_value_len;
 
         // Everything but the error is written into place; the error (rare) by prost.
         let start = out.len();
-        out.resize(start + message(len) - error_len.map_or(0, message), 0);
+        out.resize(start + message(len) - error_len.map_or(0, message) - nim_value_len, 0);
         let mut w = Writer { buf: &mut out[start..], at: 0 };
         w.byte(LEN_1);
         w.varint(len as u64);
@@ -317,21 +301,17 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             w.byte(VARINT_3);
             w.varint(winner);
         }
-        if let (Some(winning_move), Some(len)) = (&solution.winning_move, move_len) {
+        if let Some(move_len) = move_len {
             w.byte(LEN_4);
-            w.varint(len as u64);
-            let (key, fields): (u8, &[(u8, u64)]) = match &winning_move.game {
-                None | Some(G::NimSquare(_)) => (0, &[]),
-                Some(G::SumGame(m)) => (LEN_1, &[(VARINT_1, m.index), (VARINT_2, m.digit.into())]),
-                Some(G::StoneGameIx(m)) => (LEN_2, &[(VARINT_1, m.index)]),
-                Some(G::StoneGameIv(m)) => (LEN_3, &[(VARINT_1, m.take)]),
-            };
-            if key != 0 {
-                w.byte(key);
-                w.varint(fields.iter().map(|&(_, value)| uint(value)).sum::<usize>() as u64);
-                for &(key, value) in fields.iter().filter(|&&(_, value)| value != 0) {
-                    w.byte(key);
-                    w.varint(value);
+            w.varint(move_len as u64);
+            if let Some((kind, values, len)) = game_move {
+                w.byte(len_key(move_game_field(kind)));
+                w.varint(len as u64);
+                for (at, &value) in values[..kind.move_fields().len()].iter().enumerate() {
+                    if value != 0 {
+                        w.byte(varint_key(at + 1));
+                        w.varint(value);
+                    }
                 }
             }
         }
@@ -341,7 +321,32 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             prost::encoding::encode_varint(len as u64, out);
             error.encode_raw(out);
         }
+        if let Some(value) = solution.nim_value {
+            // Optional: written when set, 0 included.
+            out.push(VARINT_6);
+            prost::encoding::encode_varint(value.into(), out);
+        }
     }
+}
+
+/// The field number of `kind`'s game in a `Problem`'s `oneof` (after `id`).
+const fn problem_game_field(kind: GameKind) -> usize {
+    kind.index() + 2
+}
+
+/// The field number of `kind`'s move in a `Move`'s `oneof`.
+const fn move_game_field(kind: GameKind) -> usize {
+    kind.index() + 1
+}
+
+/// The one-byte key of length-delimited field `number` (at most 15).
+const fn len_key(number: usize) -> u8 {
+    (number as u8) << 3 | 2
+}
+
+/// The one-byte key of varint field `number` (at most 15).
+const fn varint_key(number: usize) -> u8 {
+    (number as u8) << 3
 }
 
 /// The bytes of a length-delimited field of `len` bytes with a one-byte key.
@@ -399,9 +404,7 @@ impl Writer<'_> {
 const VARINT_1: u8 = 1 << 3;
 const LEN_1: u8 = 1 << 3 | 2;
 const VARINT_2: u8 = 2 << 3;
-const LEN_2: u8 = 2 << 3 | 2;
 const VARINT_3: u8 = 3 << 3;
-const LEN_3: u8 = 3 << 3 | 2;
 const LEN_4: u8 = 4 << 3 | 2;
 const LEN_5: u8 = 5 << 3 | 2;
 const VARINT_6: u8 = 6 << 3;
@@ -464,28 +467,33 @@ fn count_messages(bytes: &[u8]) -> Option<usize> {
     Some(count)
 }
 
-/// `Problem`: `string id = 1; oneof game { SumGame sum_game = 2; StoneGameIx stone_game_ix
-/// = 3; StoneGameIv stone_game_iv = 4; NimSquare nim_square = 5; }`.
+/// `Problem`: `string id = 1; oneof game { SumGame sum_game = 2; ... }`, each game at
+/// [`problem_game_field`] and its message one field numbered 1, of the game's
+/// [`GameKind::input_shape`].
 fn problem(bytes: &[u8]) -> Option<pb::Problem> {
-    use pb::problem::Game as G;
     let mut problem = pb::Problem::default();
     let mut fields = Fields(bytes);
     while let Some(key) = fields.key() {
-        let value = match key {
-            LEN_1 | LEN_2 | LEN_3 | LEN_4 | LEN_5 => fields.len_delimited()?,
-            _ => return None,
-        };
-        // prost merges a game given twice into the first: left to it.
-        if key != LEN_1 && problem.game.is_some() {
+        if key & 7 != 2 {
             return None;
         }
-        match key {
-            LEN_1 => problem.id = string(value)?,
-            LEN_2 => problem.game = Some(G::SumGame(pb::SumGame { num: only_string(value)? })),
-            LEN_3 => problem.game = Some(G::StoneGameIx(pb::StoneGameIx { stones: only_packed(value)? })),
-            LEN_4 => problem.game = Some(G::StoneGameIv(pb::StoneGameIv { n: only_varint(value)? })),
-            _ => problem.game = Some(G::NimSquare(pb::NimSquare { piles: only_packed(value)? })),
+        let value = fields.len_delimited()?;
+        if key == LEN_1 {
+            problem.id = string(value)?;
+            continue;
         }
+        // prost merges a game given twice into the first: left to it.
+        if problem.game.is_some() {
+            return None;
+        }
+        let kind =
+            *GameKind::ALL.get(usize::from(key >> 3).checked_sub(problem_game_field(GameKind::ALL[0]))?)?;
+        let input = match kind.input_shape() {
+            InputShape::Text => Input::Text(only_string(value)?),
+            InputShape::Integer => Input::Integer(only_varint(value)?),
+            InputShape::Integers => Input::Integers(only_packed(value)?),
+        };
+        problem.game = Some(kind.with_input(input)?.into());
     }
     Some(problem)
 }
@@ -516,53 +524,38 @@ fn solution(bytes: &[u8]) -> Option<pb::Solution> {
     Some(solution)
 }
 
-/// `Move`: `oneof game { SumGameMove sum_game = 1; StoneGameIxMove stone_game_ix = 2;
-/// StoneGameIvMove stone_game_iv = 3; NimSquareMove nim_square = 4; }`.
+/// `Move`: `oneof game { SumGameMove sum_game = 1; ... }`, each game at
+/// [`move_game_field`] and its message the game's [`GameKind::move_fields`], numbered
+/// from 1, each an integer.
 fn winning_move(bytes: &[u8]) -> Option<pb::Move> {
-    use pb::r#move::Game as G;
     let mut fields = Fields(bytes);
     let game = match fields.key() {
         None => None,
-        Some(LEN_1) => Some(G::SumGame(sum_game_move(fields.len_delimited()?)?)),
-        Some(LEN_2) => {
-            Some(G::StoneGameIx(pb::StoneGameIxMove { index: only_varint(fields.len_delimited()?)? }))
+        Some(key) if key & 7 == 2 => {
+            let at = usize::from(key >> 3).checked_sub(move_game_field(GameKind::ALL[0]))?;
+            let kind = *GameKind::ALL.get(at)?;
+            Some(convert::wire_move(kind, move_fields(kind, fields.len_delimited()?)?))
         }
-        Some(LEN_3) => {
-            Some(G::StoneGameIv(pb::StoneGameIvMove { take: only_varint(fields.len_delimited()?)? }))
-        }
-        Some(LEN_4) => Some(G::NimSquare(nim_square_move(fields.len_delimited()?)?)),
         Some(_) => return None,
     };
     fields.0.is_empty().then_some(pb::Move { game })
 }
 
-/// `SumGameMove`: `uint64 index = 1; uint32 digit = 2;`.
-fn sum_game_move(bytes: &[u8]) -> Option<pb::SumGameMove> {
-    let mut sum_move = pb::SumGameMove::default();
+/// The values of a move message of `kind`: its fields, numbered from 1, each an integer.
+/// prost reads a `uint32` as the low 32 bits of the varint, as [`convert::wire_move`]
+/// keeps them.
+fn move_fields(kind: GameKind, bytes: &[u8]) -> Option<MoveValues> {
+    let mut values = MoveValues::default();
     let mut fields = Fields(bytes);
     while let Some(key) = fields.key() {
-        match key {
-            VARINT_1 => sum_move.index = fields.varint()?,
-            // prost reads a uint32 as the low 32 bits of the varint.
-            VARINT_2 => sum_move.digit = fields.varint()? as u32,
-            _ => return None,
+        let number = usize::from(key >> 3);
+        if key & 7 != 0 || number == 0 || number > kind.move_fields().len() {
+            return None;
         }
+        // prost keeps the last of a scalar given twice, as this does.
+        values[number - 1] = fields.varint()?;
     }
-    Some(sum_move)
-}
-
-/// `NimSquareMove`: `uint64 pile = 1; uint64 take = 2;`.
-fn nim_square_move(bytes: &[u8]) -> Option<pb::NimSquareMove> {
-    let mut nim_move = pb::NimSquareMove::default();
-    let mut fields = Fields(bytes);
-    while let Some(key) = fields.key() {
-        match key {
-            VARINT_1 => nim_move.pile = fields.varint()?,
-            VARINT_2 => nim_move.take = fields.varint()?,
-            _ => return None,
-        }
-    }
-    Some(nim_move)
+    Some(values)
 }
 
 /// A message of at most one field, keyed `key` and read by `read`; an empty one is the
@@ -712,16 +705,21 @@ impl DecodedSize {
                 continue;
             };
             games += usize::from(field.number != 1);
-            let complete = match field.number {
-                1 => {
+            let shape = usize::try_from(field.number)
+                .ok()
+                .and_then(|number| number.checked_sub(problem_game_field(GameKind::ALL[0])))
+                .and_then(|at| GameKind::ALL.get(at))
+                .map(|kind| kind.input_shape());
+            let complete = match (field.number, shape) {
+                (1, _) => {
                     self.strings += value.len();
                     true
                 }
-                2 => self.game(value, |size, field| match field {
+                (_, Some(InputShape::Text)) => self.game(value, |size, field| match field {
                     WireValue::Len(num) => size.strings += num.len(),
                     _ => size.usual = false,
                 }),
-                3 | 5 => self.game(value, |size, field| match field {
+                (_, Some(InputShape::Integers)) => self.game(value, |size, field| match field {
                     // One varint ends at each byte below 0x80.
                     WireValue::Len(packed) => {
                         size.vectors += 8 * packed.iter().filter(|&&byte| byte < 0x80).count();
@@ -731,8 +729,8 @@ impl DecodedSize {
                         size.usual = false;
                     }
                 }),
-                4 => self.game(value, |_, _| {}),
-                _ => {
+                (_, Some(InputShape::Integer)) => self.game(value, |_, _| {}),
+                (_, None) => {
                     self.usual = false;
                     true
                 }
@@ -863,34 +861,42 @@ mod tests {
     use pb::problem::Game as G;
     use proptest::prelude::*;
 
+    const LEN_3: u8 = 3 << 3 | 2;
+
+    /// Any input of `shape`.
+    fn input(shape: InputShape) -> BoxedStrategy<Input> {
+        match shape {
+            InputShape::Text => ".{0,12}".prop_map(Input::Text).boxed(),
+            InputShape::Integer => any::<u64>().prop_map(Input::Integer).boxed(),
+            InputShape::Integers => {
+                proptest::collection::vec(any::<u64>(), 0..20).prop_map(Input::Integers).boxed()
+            }
+        }
+    }
+
+    /// Any game's problem, or none.
     fn game() -> impl Strategy<Value = Option<G>> {
-        prop_oneof![
-            Just(None),
-            ".{0,12}".prop_map(|num| Some(G::SumGame(pb::SumGame { num }))),
-            proptest::collection::vec(any::<u64>(), 0..20)
-                .prop_map(|stones| Some(G::StoneGameIx(pb::StoneGameIx { stones }))),
-            any::<u64>().prop_map(|n| Some(G::StoneGameIv(pb::StoneGameIv { n }))),
-            proptest::collection::vec(any::<u64>(), 0..4)
-                .prop_map(|piles| Some(G::NimSquare(pb::NimSquare { piles }))),
-        ]
+        let game = proptest::sample::select(GameKind::ALL.to_vec()).prop_flat_map(|kind| {
+            input(kind.input_shape())
+                .prop_map(move |input| G::from(kind.with_input(input).expect("its shape")))
+        });
+        proptest::option::weighted(0.8, game)
     }
 
     fn problem() -> impl Strategy<Value = pb::Problem> {
         (".{0,8}", game()).prop_map(|(id, game)| pb::Problem { id, game })
     }
 
+    /// Any game's move with any values (a `uint32` field's kept to its low 32 bits), a
+    /// move without a game, or none.
     fn winning_move() -> impl Strategy<Value = Option<pb::Move>> {
-        use pb::r#move::Game as M;
-        let game = prop_oneof![
-            Just(None),
-            (any::<u64>(), any::<u32>())
-                .prop_map(|(index, digit)| Some(M::SumGame(pb::SumGameMove { index, digit }))),
-            any::<u64>().prop_map(|index| Some(M::StoneGameIx(pb::StoneGameIxMove { index }))),
-            any::<u64>().prop_map(|take| Some(M::StoneGameIv(pb::StoneGameIvMove { take }))),
-            (any::<u64>(), any::<u64>())
-                .prop_map(|(pile, take)| Some(M::NimSquare(pb::NimSquareMove { pile, take }))),
-        ];
-        proptest::option::of(game.prop_map(|game| pb::Move { game }))
+        let values = any::<MoveValues>();
+        let game =
+            (proptest::sample::select(GameKind::ALL.to_vec()), values).prop_map(|(kind, mut values)| {
+                values[kind.move_fields().len()..].fill(0);
+                convert::wire_move(kind, values)
+            });
+        proptest::option::of(proptest::option::weighted(0.8, game).prop_map(|game| pb::Move { game }))
     }
 
     fn error() -> impl Strategy<Value = Option<Box<pb::SolutionError>>> {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::games::{Game, GameKind, Move, Outcome, Player, SolveError};
+use crate::games::{Game, GameKind, InputRef, Move, MoveValues, Outcome, Player, SolveError};
 use crate::pb;
 use crate::pool::PoolError;
 
@@ -210,13 +210,18 @@ pub fn over_limit_is_exhausted(status: Status) -> Status {
 
 /// Which game a wire problem holds, if any.
 pub fn game_kind(problem: &pb::Problem) -> Option<GameKind> {
+    problem.game.as_ref().map(|game| wire_input(game).0)
+}
+
+/// A wire problem's game and its input.
+pub fn wire_input(game: &pb::problem::Game) -> (GameKind, InputRef<'_>) {
     use pb::problem::Game as G;
-    Some(match problem.game.as_ref()? {
-        G::SumGame(_) => GameKind::SumGame,
-        G::StoneGameIx(_) => GameKind::StoneGameIx,
-        G::StoneGameIv(_) => GameKind::StoneGameIv,
-        G::NimSquare(_) => GameKind::NimSquare,
-    })
+    match game {
+        G::SumGame(g) => (GameKind::SumGame, InputRef::Text(&g.num)),
+        G::StoneGameIx(g) => (GameKind::StoneGameIx, InputRef::Integers(&g.stones)),
+        G::StoneGameIv(g) => (GameKind::StoneGameIv, InputRef::Integer(g.n)),
+        G::NimSquare(g) => (GameKind::NimSquare, InputRef::Integers(&g.piles)),
+    }
 }
 
 /// The metrics label of a wire problem's game; `none` for a problem without one.
@@ -226,14 +231,10 @@ pub fn game_label(problem: Option<&pb::Problem>) -> &'static str {
 
 /// Roughly the memory a decoded problem holds: what a stream's admission counts.
 pub fn problem_bytes(problem: &pb::Problem) -> usize {
-    use pb::problem::Game as G;
-    // One arm a game, so that a game added to the proto is sized here, not left at 0.
-    let input = match &problem.game {
-        Some(G::SumGame(g)) => g.num.len(),
-        Some(G::StoneGameIx(g)) => g.stones.len() * std::mem::size_of::<u64>(),
-        Some(G::StoneGameIv(_)) => 0,
-        Some(G::NimSquare(g)) => g.piles.len() * std::mem::size_of::<u64>(),
-        None => 0,
+    let input = match problem.game.as_ref().map(|game| wire_input(game).1) {
+        Some(InputRef::Text(text)) => text.len(),
+        Some(InputRef::Integers(values)) => std::mem::size_of_val(values),
+        Some(InputRef::Integer(_)) | None => 0,
     };
     std::mem::size_of::<pb::Problem>() + problem.id.len() + input
 }
@@ -282,14 +283,33 @@ impl From<Player> for pb::Winner {
 
 impl From<Move> for pb::Move {
     fn from(winning_move: Move) -> Self {
-        use pb::r#move::Game as G;
-        let game = match winning_move {
-            Move::SumGame { index, digit } => G::SumGame(pb::SumGameMove { index, digit: u32::from(digit) }),
-            Move::StoneGameIx { index } => G::StoneGameIx(pb::StoneGameIxMove { index }),
-            Move::StoneGameIv { take } => G::StoneGameIv(pb::StoneGameIvMove { take }),
-            Move::NimSquare(m) => G::NimSquare(pb::NimSquareMove { pile: m.pile, take: m.take }),
-        };
-        pb::Move { game: Some(game) }
+        let (kind, values) = winning_move.values();
+        pb::Move { game: Some(wire_move(kind, values)) }
+    }
+}
+
+/// A wire move's game and its values, in the order of the game's
+/// [`GameKind::move_fields`] ([`Move::values`] of the wire types).
+pub fn move_values(game: &pb::r#move::Game) -> (GameKind, MoveValues) {
+    use pb::r#move::Game as G;
+    match game {
+        G::SumGame(m) => (GameKind::SumGame, [m.index, u64::from(m.digit)]),
+        G::StoneGameIx(m) => (GameKind::StoneGameIx, [m.index, 0]),
+        G::StoneGameIv(m) => (GameKind::StoneGameIv, [m.take, 0]),
+        G::NimSquare(m) => (GameKind::NimSquare, [m.pile, m.take]),
+    }
+}
+
+/// The wire move of `kind` with `values` ([`move_values`]' inverse). A `uint32` field
+/// keeps the low 32 bits of its value, as prost reads one from the wire.
+pub fn wire_move(kind: GameKind, values: MoveValues) -> pb::r#move::Game {
+    use pb::r#move::Game as G;
+    let (first, second) = (values[0], values[1]);
+    match kind {
+        GameKind::SumGame => G::SumGame(pb::SumGameMove { index: first, digit: second as u32 }),
+        GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIxMove { index: first }),
+        GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIvMove { take: first }),
+        GameKind::NimSquare => G::NimSquare(pb::NimSquareMove { pile: first, take: second }),
     }
 }
 
@@ -332,6 +352,9 @@ mod tests {
         for kind in GameKind::ALL {
             let problem = sample(kind);
             assert_eq!(game_kind(&problem), Some(kind));
+            let values =
+                std::array::from_fn(|at| if at < kind.move_fields().len() { at as u64 + 7 } else { 0 });
+            assert_eq!(move_values(&wire_move(kind, values)), (kind, values), "{kind:?}");
             assert_eq!(game_label(Some(&problem)), kind.label());
             assert!(problem_bytes(&problem) >= base, "{kind:?}");
             let (_, game) = self::problem(problem);

@@ -51,6 +51,62 @@ pub enum Move {
     NimSquare(nim_square::NimSquareMove),
 }
 
+impl Move {
+    /// The move's game and its values, in the order of that game's
+    /// [`GameKind::move_fields`]: how every door that is not the proto's own types (the
+    /// codec's writer, Arrow columns) carries a move.
+    pub fn values(&self) -> (GameKind, MoveValues) {
+        match *self {
+            Move::SumGame { index, digit } => (GameKind::SumGame, [index, u64::from(digit)]),
+            Move::StoneGameIx { index } => (GameKind::StoneGameIx, [index, 0]),
+            Move::StoneGameIv { take } => (GameKind::StoneGameIv, [take, 0]),
+            Move::NimSquare(m) => (GameKind::NimSquare, [m.pile, m.take]),
+        }
+    }
+}
+
+/// A field of a move, as the proto names it. A game's move is made of some of these
+/// ([`GameKind::move_fields`]), numbered 1, 2, ... in that order in its move message; a
+/// table of solutions has one `move_` column a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MoveField {
+    /// A position in the input: the `?` to fill, the stone to remove.
+    Index,
+    /// The digit to write (the proto's only `uint32` move field).
+    Digit,
+    /// The pile to take from.
+    Pile,
+    /// How many stones to take.
+    Take,
+}
+
+impl MoveField {
+    /// Every field, in the order of a table's `move_` columns.
+    pub const ALL: [MoveField; 4] = [MoveField::Index, MoveField::Digit, MoveField::Pile, MoveField::Take];
+
+    /// The field's name in the proto: `index`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MoveField::Index => "index",
+            MoveField::Digit => "digit",
+            MoveField::Pile => "pile",
+            MoveField::Take => "take",
+        }
+    }
+
+    /// True for a field the proto declares `uint32`; the others are `uint64`.
+    pub const fn is_u32(self) -> bool {
+        matches!(self, MoveField::Digit)
+    }
+}
+
+/// The most fields a game's move has.
+pub const MOST_MOVE_FIELDS: usize = 2;
+
+/// A move's values in the order of its game's [`GameKind::move_fields`]; those past its
+/// fields are 0.
+pub type MoveValues = [u64; MOST_MOVE_FIELDS];
+
 /// The result of optimal play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
@@ -125,6 +181,8 @@ impl GameKind {
                 input: "num",
                 input_shape: InputShape::Text,
                 input_path: "problem.sum_game.num",
+                move_fields: &[MoveField::Index, MoveField::Digit],
+                nim_value: false,
                 table: None,
             },
             GameKind::StoneGameIx => GameFacts {
@@ -136,6 +194,8 @@ impl GameKind {
                 input: "stones",
                 input_shape: InputShape::Integers,
                 input_path: "problem.stone_game_ix.stones",
+                move_fields: &[MoveField::Index],
+                nim_value: false,
                 table: None,
             },
             GameKind::StoneGameIv => GameFacts {
@@ -147,6 +207,8 @@ impl GameKind {
                 input: "n",
                 input_shape: InputShape::Integer,
                 input_path: "problem.stone_game_iv.n",
+                move_fields: &[MoveField::Take],
+                nim_value: false,
                 table: Some(TableFacts {
                     name: "iv",
                     title: "Stone Game IV",
@@ -163,6 +225,8 @@ impl GameKind {
                 input: "piles",
                 input_shape: InputShape::Integers,
                 input_path: "problem.nim_square.piles",
+                move_fields: &[MoveField::Pile, MoveField::Take],
+                nim_value: true,
                 table: Some(TableFacts {
                     name: "grundy",
                     title: "Nim Square",
@@ -217,6 +281,22 @@ impl GameKind {
         self.facts().input_shape
     }
 
+    /// The fields of the game's move, in the order its move message numbers them.
+    pub const fn move_fields(self) -> &'static [MoveField] {
+        self.facts().move_fields
+    }
+
+    /// True when the game's answers carry a nim value (`nim_value`).
+    pub const fn has_nim_value(self) -> bool {
+        self.facts().nim_value
+    }
+
+    /// The game's place in [`GameKind::ALL`], which is also its place in the proto's
+    /// `oneof`s: a `Problem`'s game is field `index + 2`, a `Move`'s is field `index + 1`.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// The game of this kind with `input`, or `None` when `input` is not of this game's
     /// shape ([`GameKind::input_shape`]).
     pub fn with_input(self, input: Input) -> Option<Game> {
@@ -265,6 +345,8 @@ struct GameFacts {
     input: &'static str,
     input_path: &'static str,
     input_shape: InputShape,
+    move_fields: &'static [MoveField],
+    nim_value: bool,
     table: Option<TableFacts>,
 }
 
@@ -288,6 +370,28 @@ pub enum Input {
     Integer(u64),
     /// An [`InputShape::Integers`] input.
     Integers(Vec<u64>),
+}
+
+/// A game's input by its shape, borrowed: what a writer of its bytes or cells reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputRef<'a> {
+    /// An [`InputShape::Text`] input.
+    Text(&'a str),
+    /// An [`InputShape::Integer`] input.
+    Integer(u64),
+    /// An [`InputShape::Integers`] input.
+    Integers(&'a [u64]),
+}
+
+impl InputRef<'_> {
+    /// The input, owned.
+    pub fn to_owned(self) -> Input {
+        match self {
+            InputRef::Text(text) => Input::Text(text.to_owned()),
+            InputRef::Integer(n) => Input::Integer(n),
+            InputRef::Integers(values) => Input::Integers(values.to_vec()),
+        }
+    }
 }
 
 impl Input {
@@ -424,25 +528,35 @@ impl Tables {
 impl Game {
     /// Rough cost of solving, in input units (bytes or stones); decides inline vs. pool.
     ///
-    /// Stone Game IV is cheap once its table covers `n` and is then counted as one unit;
-    /// whether the table must grow first is asked of the table, not estimated here.
+    /// A one-integer input (Stone Game IV's) is cheap once its table covers `n` and is
+    /// then counted as one unit; whether the table must grow first is asked of the table,
+    /// not estimated here.
     pub fn work(&self) -> usize {
+        match self.input() {
+            InputRef::Text(text) => text.len(),
+            InputRef::Integer(_) => 1,
+            InputRef::Integers(values) => values.len(),
+        }
+    }
+
+    /// Which game this is and its input.
+    pub fn parts(&self) -> (GameKind, InputRef<'_>) {
         match self {
-            Game::SumGame(num) => num.len(),
-            Game::StoneGameIx(stones) => stones.len(),
-            Game::StoneGameIv(_) => 1,
-            Game::NimSquare(piles) => piles.len(),
+            Game::SumGame(num) => (GameKind::SumGame, InputRef::Text(num)),
+            Game::StoneGameIx(stones) => (GameKind::StoneGameIx, InputRef::Integers(stones)),
+            Game::StoneGameIv(n) => (GameKind::StoneGameIv, InputRef::Integer(*n)),
+            Game::NimSquare(piles) => (GameKind::NimSquare, InputRef::Integers(piles)),
         }
     }
 
     /// Which game this is.
     pub fn kind(&self) -> GameKind {
-        match self {
-            Game::SumGame(_) => GameKind::SumGame,
-            Game::StoneGameIx(_) => GameKind::StoneGameIx,
-            Game::StoneGameIv(_) => GameKind::StoneGameIv,
-            Game::NimSquare(_) => GameKind::NimSquare,
-        }
+        self.parts().0
+    }
+
+    /// The game's input.
+    pub fn input(&self) -> InputRef<'_> {
+        self.parts().1
     }
 
     /// Solves the game; the table-driven games answer from (and may grow) `tables`.
@@ -555,6 +669,53 @@ mod tests {
                 assert!(game.is_none_or(|game| game.kind() == kind), "{kind:?}");
             }
         }
+    }
+
+    /// Every game's place in [`GameKind::ALL`] is its index; every game's input is of its
+    /// shape and makes the same game again.
+    #[test]
+    fn every_game_has_its_place_and_its_input() {
+        let games = [
+            Game::SumGame("1?".into()),
+            Game::StoneGameIx(vec![1, 2]),
+            Game::StoneGameIv(5),
+            Game::NimSquare(vec![3, 4]),
+        ];
+        assert_eq!(games.each_ref().map(Game::kind), GameKind::ALL);
+        for (at, game) in games.iter().enumerate() {
+            let kind = game.kind();
+            assert_eq!(kind.index(), at);
+            let input = game.input().to_owned();
+            assert_eq!(input.shape(), kind.input_shape());
+            assert_eq!(kind.with_input(input).as_ref(), Some(game));
+        }
+    }
+
+    /// Every game's move has fields and values for them; no two games' moves fill the same
+    /// fields, so a table of solutions' `move_` columns say whose move a row holds.
+    #[test]
+    fn every_game_has_its_move_fields_and_no_two_share_them() {
+        let moves = [
+            Move::SumGame { index: 3, digit: 9 },
+            Move::StoneGameIx { index: 2 },
+            Move::StoneGameIv { take: 4 },
+            Move::NimSquare(nim_square::NimSquareMove { pile: 1, take: 9 }),
+        ];
+        assert_eq!(moves.map(|m| m.values().0), GameKind::ALL);
+        let mut field_sets = std::collections::HashSet::new();
+        for (kind, values) in moves.map(|m| m.values()) {
+            let fields = kind.move_fields();
+            assert!(!fields.is_empty() && fields.len() <= MOST_MOVE_FIELDS, "{kind:?}");
+            assert!(values[..fields.len()].iter().all(|&v| v != 0), "{kind:?}: {values:?}");
+            assert!(values[fields.len()..].iter().all(|&v| v == 0), "{kind:?}: {values:?}");
+            let mut sorted = fields.to_vec();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), fields.len(), "{kind:?} names a field twice");
+            assert!(field_sets.insert(sorted), "{kind:?}'s move fills the same fields as another game's");
+        }
+        let with_values: Vec<_> = GameKind::ALL.into_iter().filter(|kind| kind.has_nim_value()).collect();
+        assert_eq!(with_values, [GameKind::NimSquare]);
     }
 
     /// Every game with table facts has a table in [`Tables`] and no other does, each
