@@ -20,26 +20,18 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
-use crate::games::{GameKind, InputShape};
+use crate::games::{GameKind, InputShape, MoveField};
 
 mod input;
 mod output;
 
 pub use input::{id_column, problems, ColumnError};
-pub use output::SolutionsBuilder;
+pub use output::{AnswerColumns, SolutionsBuilder};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";
 /// True when Alice, who moves first, wins; null on an error row.
 pub const ALICE_WINS: &str = "alice_wins";
-/// Sum Game: the byte index of the `?` to fill; Stone Game IX: the stone to remove.
-pub const MOVE_INDEX: &str = "move_index";
-/// Sum Game: the digit to write.
-pub const MOVE_DIGIT: &str = "move_digit";
-/// Nim Square: the pile to take from.
-pub const MOVE_PILE: &str = "move_pile";
-/// Stone Game IV and Nim Square: the square number of stones to take.
-pub const MOVE_TAKE: &str = "move_take";
 /// Nim Square: the position's nim value (0 exactly when Bob wins).
 pub const NIM_VALUE: &str = "nim_value";
 /// The error's stable reason (as `ErrorInfo.reason`), null when the row was solved.
@@ -62,23 +54,23 @@ pub enum Games {
 }
 
 impl Games {
-    /// Every choice a descriptor can name: the four games, then `mixed`.
-    pub const ALL: [Games; 5] = [
-        Games::One(GameKind::SumGame),
-        Games::One(GameKind::StoneGameIx),
-        Games::One(GameKind::StoneGameIv),
-        Games::One(GameKind::NimSquare),
-        Games::Mixed,
-    ];
+    /// Every choice a descriptor can name: each game, then `mixed`.
+    pub const ALL: [Games; GameKind::ALL.len() + 1] = {
+        let mut all = [Games::Mixed; GameKind::ALL.len() + 1];
+        let mut at = 0;
+        while at < GameKind::ALL.len() {
+            all[at] = Games::One(GameKind::ALL[at]);
+            at += 1;
+        }
+        all
+    };
 
     /// The games whose input columns a table of these problems may hold.
     pub fn kinds(self) -> &'static [GameKind] {
+        static KINDS: [GameKind; GameKind::ALL.len()] = GameKind::ALL;
         match self {
-            Games::One(GameKind::SumGame) => &[GameKind::SumGame],
-            Games::One(GameKind::StoneGameIx) => &[GameKind::StoneGameIx],
-            Games::One(GameKind::StoneGameIv) => &[GameKind::StoneGameIv],
-            Games::One(GameKind::NimSquare) => &[GameKind::NimSquare],
-            Games::Mixed => &GameKind::ALL,
+            Games::One(kind) => std::slice::from_ref(&KINDS[kind.index()]),
+            Games::Mixed => &KINDS,
         }
     }
 
@@ -186,28 +178,58 @@ pub fn input_schema(games: Games) -> Schema {
     Schema::new(fields)
 }
 
-/// The move and value columns a game's solutions fill.
-fn answer_columns(kind: GameKind) -> &'static [&'static str] {
-    match kind {
-        GameKind::SumGame => &[MOVE_INDEX, MOVE_DIGIT],
-        GameKind::StoneGameIx => &[MOVE_INDEX],
-        GameKind::StoneGameIv => &[MOVE_TAKE],
-        GameKind::NimSquare => &[MOVE_PILE, MOVE_TAKE, NIM_VALUE],
-    }
+/// A column of a table of solutions between `alice_wins` and the error's: a field of
+/// the move, or the nim value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnswerColumn {
+    /// `move_` and the field's name ([`MoveField::column`]).
+    Move(MoveField),
+    /// [`NIM_VALUE`].
+    NimValue,
 }
 
-/// Every answer column in the order a table of solutions holds them, with its type.
-const ANSWER_COLUMNS: [(&str, DataType); 5] = [
-    (MOVE_INDEX, DataType::UInt64),
-    (MOVE_DIGIT, DataType::UInt32),
-    (MOVE_PILE, DataType::UInt64),
-    (MOVE_TAKE, DataType::UInt64),
-    (NIM_VALUE, DataType::UInt32),
-];
+impl AnswerColumn {
+    /// Every answer column, in the order a table of solutions holds them.
+    const ALL: [AnswerColumn; MoveField::ALL.len() + 1] = {
+        let mut all = [AnswerColumn::NimValue; MoveField::ALL.len() + 1];
+        let mut at = 0;
+        while at < MoveField::ALL.len() {
+            all[at] = AnswerColumn::Move(MoveField::ALL[at]);
+            at += 1;
+        }
+        all
+    };
 
-/// True when some game of `games` fills the answer column `name`.
-fn fills(games: Games, name: &str) -> bool {
-    games.kinds().iter().any(|&kind| answer_columns(kind).contains(&name))
+    /// The answer columns that some game of `games` fills, in table order.
+    pub fn of(games: Games) -> impl Iterator<Item = AnswerColumn> {
+        AnswerColumn::ALL
+            .into_iter()
+            .filter(move |column| games.kinds().iter().any(|&kind| column.filled_by(kind)))
+    }
+
+    /// True when `kind`'s solutions fill this column.
+    pub fn filled_by(self, kind: GameKind) -> bool {
+        match self {
+            AnswerColumn::Move(field) => kind.move_fields().contains(&field),
+            AnswerColumn::NimValue => kind.has_nim_value(),
+        }
+    }
+
+    /// The column's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AnswerColumn::Move(field) => field.column(),
+            AnswerColumn::NimValue => NIM_VALUE,
+        }
+    }
+
+    /// The column's type: the proto field's, `uint32` or `uint64`.
+    pub fn data_type(self) -> DataType {
+        match self {
+            AnswerColumn::Move(field) if !field.is_u32() => DataType::UInt64,
+            AnswerColumn::Move(_) | AnswerColumn::NimValue => DataType::UInt32,
+        }
+    }
 }
 
 /// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
@@ -217,12 +239,7 @@ pub fn output_schema(games: Games, id: Option<&Field>) -> Schema {
     let mut fields: Vec<Field> =
         id.map(|id| Field::new(ID, id.data_type().clone(), true)).into_iter().collect();
     fields.push(Field::new(ALICE_WINS, DataType::Boolean, true));
-    fields.extend(
-        ANSWER_COLUMNS
-            .iter()
-            .filter(|(name, _)| fills(games, name))
-            .map(|(name, ty)| Field::new(*name, ty.clone(), true)),
-    );
+    fields.extend(AnswerColumn::of(games).map(|column| Field::new(column.name(), column.data_type(), true)));
     fields.push(Field::new(ERROR_REASON, DataType::Utf8, true));
     fields.push(Field::new(ERROR_MESSAGE, DataType::Utf8, true));
     Schema::new(fields)

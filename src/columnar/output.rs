@@ -6,23 +6,18 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{ArrowError, Field};
+use arrow_schema::{ArrowError, DataType, Field};
 
-use super::{fills, output_schema, Games, MOVE_DIGIT, MOVE_INDEX, MOVE_PILE, MOVE_TAKE, NIM_VALUE};
+use super::{output_schema, AnswerColumn, Games};
 use crate::convert::ProblemError;
-use crate::games::{Move, Outcome, Player};
+use crate::games::{GameKind, MoveValues, Outcome, Player};
 
 /// Builds the table of solutions of one batch, a result at a time.
 #[derive(Debug)]
 pub struct SolutionsBuilder {
     games: Games,
     alice_wins: BooleanBuilder,
-    /// The answer columns that `games` fill, the others `None`.
-    move_index: Option<UInt64Builder>,
-    move_digit: Option<UInt32Builder>,
-    move_pile: Option<UInt64Builder>,
-    move_take: Option<UInt64Builder>,
-    nim_value: Option<UInt32Builder>,
+    answers: AnswerColumns,
     error_reason: StringBuilder,
     error_message: StringBuilder,
 }
@@ -30,16 +25,10 @@ pub struct SolutionsBuilder {
 impl SolutionsBuilder {
     /// An empty table of `games` solutions, with room for `rows`.
     pub fn new(games: Games, rows: usize) -> Self {
-        let u64s = |name| fills(games, name).then(|| UInt64Builder::with_capacity(rows));
-        let u32s = |name| fills(games, name).then(|| UInt32Builder::with_capacity(rows));
         SolutionsBuilder {
             games,
             alice_wins: BooleanBuilder::with_capacity(rows),
-            move_index: u64s(MOVE_INDEX),
-            move_digit: u32s(MOVE_DIGIT),
-            move_pile: u64s(MOVE_PILE),
-            move_take: u64s(MOVE_TAKE),
-            nim_value: u32s(NIM_VALUE),
+            answers: AnswerColumns::new(games, rows),
             // Solved rows leave these null, so no value bytes are reserved.
             error_reason: StringBuilder::with_capacity(rows, 0),
             error_message: StringBuilder::with_capacity(rows, 0),
@@ -53,19 +42,10 @@ impl SolutionsBuilder {
             Err(err) => (None, Some(err)),
         };
         self.alice_wins.append_option(outcome.map(|outcome| outcome.winner == Player::Alice));
-        let (mut index, mut digit, mut pile, mut take) = (None, None, None, None);
-        match outcome.and_then(|outcome| outcome.winning_move) {
-            Some(Move::SumGame { index: i, digit: d }) => (index, digit) = (Some(i), Some(u32::from(d))),
-            Some(Move::StoneGameIx { index: i }) => index = Some(i),
-            Some(Move::StoneGameIv { take: t }) => take = Some(t),
-            Some(Move::NimSquare(m)) => (pile, take) = (Some(m.pile), Some(m.take)),
-            None => {}
-        }
-        append(&mut self.move_index, index);
-        append(&mut self.move_digit, digit);
-        append(&mut self.move_pile, pile);
-        append(&mut self.move_take, take);
-        append(&mut self.nim_value, outcome.and_then(|outcome| outcome.nim_value));
+        self.answers.append(
+            outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
+            outcome.and_then(|outcome| outcome.nim_value),
+        );
         match error {
             None => {
                 self.error_reason.append_null();
@@ -85,25 +65,60 @@ impl SolutionsBuilder {
         let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
         let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
         columns.push(Arc::new(self.alice_wins.finish()));
-        columns.extend(self.move_index.as_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.extend(self.move_digit.as_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.extend(self.move_pile.as_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.extend(self.move_take.as_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.extend(self.nim_value.as_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        columns.extend(self.answers.finish());
         columns.push(Arc::new(self.error_reason.finish()));
         columns.push(Arc::new(self.error_message.finish()));
         RecordBatch::try_new(Arc::new(schema), columns)
     }
 }
 
-/// Appends `value` (or a null) to a column the table has.
-#[inline]
-fn append<T: arrow_array::ArrowPrimitiveType>(
-    builder: &mut Option<arrow_array::builder::PrimitiveBuilder<T>>,
-    value: Option<T::Native>,
-) {
-    if let Some(builder) = builder {
-        builder.append_option(value);
+/// The answer columns ([`AnswerColumn::of`]) of a table being built, a row at a time:
+/// what the server's tables of solutions and the client's tables of answers both write.
+#[derive(Debug)]
+pub struct AnswerColumns(Vec<(AnswerColumn, ValueBuilder)>);
+
+/// A builder of a `uint64` or a `uint32` column.
+#[derive(Debug)]
+enum ValueBuilder {
+    U64(UInt64Builder),
+    U32(UInt32Builder),
+}
+
+impl AnswerColumns {
+    /// Empty columns of the answers `games` fill, with room for `rows`.
+    pub fn new(games: Games, rows: usize) -> Self {
+        let builder = |column: AnswerColumn| match column.data_type() {
+            DataType::UInt32 => ValueBuilder::U32(UInt32Builder::with_capacity(rows)),
+            _ => ValueBuilder::U64(UInt64Builder::with_capacity(rows)),
+        };
+        AnswerColumns(AnswerColumn::of(games).map(|column| (column, builder(column))).collect())
+    }
+
+    /// Appends a row: the move's game and values ([`crate::games::Move::values`]), if
+    /// there is a move, and the nim value; a column the row's game does not fill is null.
+    #[inline]
+    pub fn append(&mut self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) {
+        for (column, builder) in &mut self.0 {
+            let value = match *column {
+                AnswerColumn::Move(field) => game_move.and_then(|(kind, values)| {
+                    kind.move_fields().iter().position(|&f| f == field).map(|at| values[at])
+                }),
+                AnswerColumn::NimValue => nim_value.map(u64::from),
+            };
+            match builder {
+                ValueBuilder::U64(builder) => builder.append_option(value),
+                // A `uint32` column's values come from `uint32` fields.
+                ValueBuilder::U32(builder) => builder.append_option(value.map(|value| value as u32)),
+            }
+        }
+    }
+
+    /// The columns built so far, in table order; the builders are empty again.
+    pub fn finish(&mut self) -> impl Iterator<Item = ArrayRef> + '_ {
+        self.0.iter_mut().map(|(_, builder)| match builder {
+            ValueBuilder::U64(builder) => Arc::new(builder.finish()) as ArrayRef,
+            ValueBuilder::U32(builder) => Arc::new(builder.finish()) as ArrayRef,
+        })
     }
 }
 
@@ -116,7 +131,7 @@ mod tests {
 
     use super::*;
     use crate::games::nim_square::NimSquareMove;
-    use crate::games::{GameKind, SolveError};
+    use crate::games::{Move, SolveError};
 
     #[test]
     fn each_result_fills_its_own_columns_and_errors_leave_the_answer_null() {

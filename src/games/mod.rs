@@ -94,6 +94,16 @@ impl MoveField {
         }
     }
 
+    /// The field's column in a table of solutions: `move_index`.
+    pub const fn column(self) -> &'static str {
+        match self {
+            MoveField::Index => "move_index",
+            MoveField::Digit => "move_digit",
+            MoveField::Pile => "move_pile",
+            MoveField::Take => "move_take",
+        }
+    }
+
     /// True for a field the proto declares `uint32`; the others are `uint64`.
     pub const fn is_u32(self) -> bool {
         matches!(self, MoveField::Digit)
@@ -712,6 +722,7 @@ mod tests {
             sorted.sort();
             sorted.dedup();
             assert_eq!(sorted.len(), fields.len(), "{kind:?} names a field twice");
+            assert!(fields.iter().all(|field| field.column() == format!("move_{}", field.name())));
             assert!(field_sets.insert(sorted), "{kind:?}'s move fills the same fields as another game's");
         }
         let with_values: Vec<_> = GameKind::ALL.into_iter().filter(|kind| kind.has_nim_value()).collect();

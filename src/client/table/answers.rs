@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
+use arrow_array::builder::{BooleanBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, BooleanArray, PrimitiveArray, RecordBatch, StringArray};
@@ -19,11 +19,9 @@ use tonic::Code;
 
 use super::csv::INVALID_CELL;
 use crate::client::output::write_solution_json;
-use crate::columnar::{
-    ALICE_WINS, ERROR_MESSAGE, ERROR_REASON, ID, MOVE_DIGIT, MOVE_INDEX, MOVE_PILE, MOVE_TAKE, NIM_VALUE,
-};
+use crate::columnar::{AnswerColumn, AnswerColumns, Games, ALICE_WINS, ERROR_MESSAGE, ERROR_REASON, ID};
 use crate::convert::{self, ProblemError};
-use crate::games::{GameKind, SolveError};
+use crate::games::{GameKind, MoveValues, SolveError};
 use crate::pb;
 use crate::pool::PoolError;
 
@@ -148,11 +146,8 @@ pub fn write_json_lines(
 ) -> Result<(), ArrowError> {
     let ids = Ids::new(rows.column(0).as_ref())?;
     let column = |name: &str| rows.column_by_name(name);
-    let u64s = |name| column(name).map(|c| c.as_primitive::<UInt64Type>().clone());
-    let u32s = |name| column(name).map(|c| c.as_primitive::<UInt32Type>().clone());
     let alice_wins = column(ALICE_WINS).map(|c| c.as_boolean().clone());
-    let (index, digit, pile, take, nim_value) =
-        (u64s(MOVE_INDEX), u32s(MOVE_DIGIT), u64s(MOVE_PILE), u64s(MOVE_TAKE), u32s(NIM_VALUE));
+    let answers = AnswerReader::new(rows);
     let strings = |name| column(name).map(|c| c.as_string::<i32>().clone());
     let (reasons, messages) = (strings(ERROR_REASON), strings(ERROR_MESSAGE));
     let mut overrides = overrides.iter().peekable();
@@ -164,24 +159,10 @@ pub fn write_json_lines(
         }
         id.clear();
         ids.write(row, &mut id)?;
-        let get = |array: &Option<PrimitiveArray<UInt64Type>>| {
-            array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
-        };
-        let get32 = |array: &Option<PrimitiveArray<UInt32Type>>| {
-            array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
-        };
         fn text(array: &Option<StringArray>, row: usize) -> Option<&str> {
             array.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)))
         }
         let wins = alice_wins.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)));
-        use pb::r#move::Game as M;
-        let game = match (get(&index), get32(&digit), get(&pile), get(&take)) {
-            (Some(index), Some(digit), _, _) => Some(M::SumGame(pb::SumGameMove { index, digit })),
-            (_, _, Some(pile), Some(take)) => Some(M::NimSquare(pb::NimSquareMove { pile, take })),
-            (Some(index), None, _, _) => Some(M::StoneGameIx(pb::StoneGameIxMove { index })),
-            (None, None, None, Some(take)) => Some(M::StoneGameIv(pb::StoneGameIvMove { take })),
-            _ => None,
-        };
         let error = text(&reasons, row).map(|reason| {
             let message = text(&messages, row).unwrap_or_default().to_owned();
             Box::new(convert::wire_error(code_of(reason), reason, None, BTreeMap::new(), message))
@@ -195,14 +176,64 @@ pub fn write_json_lines(
             id: std::mem::take(&mut id),
             alice_wins: wins == Some(true),
             winner: winner.into(),
-            winning_move: game.map(|game| pb::Move { game: Some(game) }),
+            winning_move: answers
+                .game_move(row)
+                .map(|(kind, values)| pb::Move { game: Some(convert::wire_move(kind, values)) }),
             error,
-            nim_value: get32(&nim_value),
+            nim_value: answers.nim_value(row).map(|value| value as u32),
         };
         write_solution_json(out, &solution);
         id = solution.id;
     }
     Ok(())
+}
+
+/// A table's answer columns ([`AnswerColumn`]), read a row at a time.
+struct AnswerReader {
+    /// The columns the table has, each as `uint64`.
+    columns: Vec<(AnswerColumn, PrimitiveArray<UInt64Type>)>,
+}
+
+impl AnswerReader {
+    fn new(rows: &RecordBatch) -> Self {
+        let columns = AnswerColumn::of(Games::Mixed)
+            .filter_map(|column| {
+                let array = rows.column_by_name(column.name())?;
+                let values = match array.as_primitive_opt::<UInt32Type>() {
+                    Some(narrow) => narrow.unary(u64::from),
+                    None => array.as_primitive_opt::<UInt64Type>()?.clone(),
+                };
+                Some((column, values))
+            })
+            .collect();
+        AnswerReader { columns }
+    }
+
+    fn value(&self, row: usize, of: AnswerColumn) -> Option<u64> {
+        let (_, values) = self.columns.iter().find(|(column, _)| *column == of)?;
+        values.is_valid(row).then(|| values.value(row))
+    }
+
+    /// Row `row`'s move: the game whose move fills exactly the move columns that are not
+    /// null (no two games' moves fill the same ones), with their values.
+    fn game_move(&self, row: usize) -> Option<(GameKind, MoveValues)> {
+        let filled = |kind: GameKind| {
+            self.columns.iter().all(|(column, values)| match column {
+                AnswerColumn::Move(_) => column.filled_by(kind) == values.is_valid(row),
+                AnswerColumn::NimValue => true,
+            })
+        };
+        let kind = GameKind::ALL.into_iter().find(|&kind| filled(kind))?;
+        let mut values = MoveValues::default();
+        for (at, &field) in kind.move_fields().iter().enumerate() {
+            values[at] = self.value(row, AnswerColumn::Move(field))?;
+        }
+        Some((kind, values))
+    }
+
+    fn nim_value(&self, row: usize) -> Option<u64> {
+        self.value(row, AnswerColumn::NimValue)
+    }
 }
 
 /// An id column, as the strings a JSON line's `id` holds.
@@ -244,11 +275,7 @@ pub struct SolutionRows {
     schema: SchemaRef,
     id: StringBuilder,
     alice_wins: BooleanBuilder,
-    index: UInt64Builder,
-    digit: UInt32Builder,
-    pile: UInt64Builder,
-    take: UInt64Builder,
-    nim_value: UInt32Builder,
+    answers: AnswerColumns,
     reason: StringBuilder,
     message: StringBuilder,
 }
@@ -260,11 +287,7 @@ impl SolutionRows {
             schema,
             id: StringBuilder::new(),
             alice_wins: BooleanBuilder::new(),
-            index: UInt64Builder::new(),
-            digit: UInt32Builder::new(),
-            pile: UInt64Builder::new(),
-            take: UInt64Builder::new(),
-            nim_value: UInt32Builder::new(),
+            answers: AnswerColumns::new(Games::Mixed, 0),
             reason: StringBuilder::new(),
             message: StringBuilder::new(),
         }
@@ -272,39 +295,21 @@ impl SolutionRows {
 
     /// Appends `solution` as the next row.
     pub fn push(&mut self, solution: &pb::Solution) {
-        use pb::r#move::Game as M;
         self.id.append_value(&solution.id);
         self.alice_wins.append_option(solution.error.is_none().then_some(solution.alice_wins));
-        let (mut index, mut digit, mut pile, mut take) = (None, None, None, None);
-        match solution.winning_move.as_ref().and_then(|m| m.game.as_ref()) {
-            Some(M::SumGame(m)) => (index, digit) = (Some(m.index), Some(m.digit)),
-            Some(M::StoneGameIx(m)) => index = Some(m.index),
-            Some(M::StoneGameIv(m)) => take = Some(m.take),
-            Some(M::NimSquare(m)) => (pile, take) = (Some(m.pile), Some(m.take)),
-            None => {}
-        }
-        self.index.append_option(index);
-        self.digit.append_option(digit);
-        self.pile.append_option(pile);
-        self.take.append_option(take);
-        self.nim_value.append_option(solution.nim_value);
+        let game_move =
+            solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(convert::move_values);
+        self.answers.append(game_move, solution.nim_value);
         self.reason.append_option(solution.error.as_ref().map(|e| &e.reason));
         self.message.append_option(solution.error.as_ref().map(|e| &e.message));
     }
 
     /// The rows pushed so far, as a table; the builder is empty again.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.id.finish()),
-            Arc::new(self.alice_wins.finish()),
-            Arc::new(self.index.finish()),
-            Arc::new(self.digit.finish()),
-            Arc::new(self.pile.finish()),
-            Arc::new(self.take.finish()),
-            Arc::new(self.nim_value.finish()),
-            Arc::new(self.reason.finish()),
-            Arc::new(self.message.finish()),
-        ];
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.id.finish()), Arc::new(self.alice_wins.finish())];
+        columns.extend(self.answers.finish());
+        columns.push(Arc::new(self.reason.finish()));
+        columns.push(Arc::new(self.message.finish()));
         RecordBatch::try_new(Arc::clone(&self.schema), columns)
     }
 }
