@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-use gamesolver::client::gen::{self, GenConfig, SizeRange};
+use gamesolver::client::gen::{self, GenConfig, Sizes};
 use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
 use gamesolver::games::Tables;
@@ -37,13 +37,11 @@ fn gen_lines(config: GenConfig) -> Vec<String> {
 }
 
 fn mixed_config() -> GenConfig {
-    GenConfig {
-        sum_len: SizeRange(2..=40),
-        ix_len: SizeRange(1..=30),
-        ix_value: SizeRange(1..=10_000),
-        iv_n: SizeRange(0..=1_000_000),
-        ..GenConfig::default()
-    }
+    let sizes = [("sum-len", 2..=40), ("ix-len", 1..=30), ("ix-value", 1..=10_000), ("iv-n", 0..=1_000_000)]
+        .into_iter()
+        .try_fold(Sizes::default(), |sizes, (flag, range)| sizes.with(flag, range))
+        .expect("every flag is a game's");
+    GenConfig { sizes, ..GenConfig::default() }
 }
 
 /// `problem` as other tools write it: numbers as numbers, snake_case keys on odd lines.

@@ -18,8 +18,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::client::format::Format;
 use crate::client::table::write::{TableWriter, ROW_GROUP_ROWS};
 use crate::columnar;
-use crate::games::GameKind;
-use crate::pb::{self, problem::Game};
+use crate::convert;
+use crate::games::{GameKind, InputRef, InputShape, SizeFact};
+use crate::pb;
 
 /// Relative weights of the games in a generated file, in [`GameKind::ALL`]'s order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,39 +136,88 @@ pub struct GenConfig {
     /// Relative weights of the games.
     #[arg(long, default_value_t = GenConfig::default().mix)]
     pub mix: Mix,
-    /// Sum Game string length, `N` or `MIN..MAX` (inclusive; odd lengths round down).
-    #[arg(long, default_value_t = GenConfig::default().sum_len)]
-    pub sum_len: SizeRange,
-    /// Stone Game IX number of stones, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().ix_len)]
-    pub ix_len: SizeRange,
-    /// Stone Game IX stone values, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().ix_value)]
-    pub ix_value: SizeRange,
-    /// Stone Game IV pile sizes, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().iv_n)]
-    pub iv_n: SizeRange,
-    /// Nim Square number of piles, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().nim_piles)]
-    pub nim_piles: SizeRange,
-    /// Nim Square pile sizes, `N` or `MIN..MAX`.
-    #[arg(long, default_value_t = GenConfig::default().nim_n)]
-    pub nim_n: SizeRange,
+    /// Each game's sizes: `--sum-len`, `--ix-len`, `--ix-value`, `--iv-n`, `--nim-piles`,
+    /// `--nim-n` ([`GameKind::sizes`]).
+    #[command(flatten)]
+    pub sizes: Sizes,
 }
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig {
-            count: 1000,
-            seed: 0,
-            mix: Mix::default(),
-            sum_len: SizeRange(2..=16),
-            ix_len: SizeRange(1..=12),
-            ix_value: SizeRange(1..=1000),
-            iv_n: SizeRange(0..=1000),
-            nim_piles: SizeRange(1..=4),
-            nim_n: SizeRange(0..=1000),
+        GenConfig { count: 1000, seed: 0, mix: Mix::default(), sizes: Sizes::default() }
+    }
+}
+
+/// The ranges every game's problems are drawn within, one a [`GameKind::sizes`] flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sizes(Vec<Vec<RangeInclusive<u64>>>);
+
+impl Default for Sizes {
+    /// Each size's [`SizeFact::default`].
+    fn default() -> Self {
+        Sizes(
+            GameKind::ALL
+                .map(|kind| kind.sizes().iter().map(|size| size.default.0..=size.default.1).collect())
+                .into(),
+        )
+    }
+}
+
+impl Sizes {
+    /// The ranges of `kind`'s sizes, in the order of [`GameKind::sizes`].
+    pub fn of(&self, kind: GameKind) -> &[RangeInclusive<u64>] {
+        &self.0[kind.index()]
+    }
+
+    /// These sizes with `flag`'s (`sum-len`) set to `range`, or `None` when no game has
+    /// that flag.
+    pub fn with(mut self, flag: &str, range: RangeInclusive<u64>) -> Option<Self> {
+        let (kind, at) =
+            size_flags().find(|(_, _, size)| size.flag == flag).map(|(kind, at, _)| (kind, at))?;
+        self.0[kind.index()][at] = range;
+        Some(self)
+    }
+}
+
+/// Every game's size flags: the game, the size's place among its sizes, its facts.
+fn size_flags() -> impl Iterator<Item = (GameKind, usize, SizeFact)> {
+    GameKind::ALL
+        .into_iter()
+        .flat_map(|kind| kind.sizes().iter().enumerate().map(move |(at, &size)| (kind, at, size)))
+}
+
+impl clap::Args for Sizes {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        command.args(size_flags().map(|(_, _, size)| {
+            let default = SizeRange(size.default.0..=size.default.1).to_string();
+            clap::Arg::new(size.flag)
+                .long(size.flag)
+                .help(size.help)
+                .value_name(size.flag.to_uppercase().replace('-', "_"))
+                .default_value(default)
+                .value_parser(|value: &str| value.parse::<SizeRange>())
+        }))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_args(command)
+    }
+}
+
+impl clap::FromArgMatches for Sizes {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut sizes = Sizes::default();
+        sizes.update_from_arg_matches(matches)?;
+        Ok(sizes)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (kind, at, size) in size_flags() {
+            if let Some(range) = matches.get_one::<SizeRange>(size.flag) {
+                self.0[kind.index()][at] = range.0.clone();
+            }
         }
+        Ok(())
     }
 }
 
@@ -215,14 +265,28 @@ pub fn generate_table(
     Ok(())
 }
 
-/// Problems collected into columns.
-#[derive(Default)]
+/// Problems collected into columns: the ids, then one input column a game.
 struct ProblemRows {
     ids: StringBuilder,
-    num: StringBuilder,
-    stones: ListBuilder<UInt64Builder>,
-    n: UInt64Builder,
-    piles: ListBuilder<UInt64Builder>,
+    inputs: Vec<InputBuilder>,
+}
+
+/// A game's input column being built, by its [`InputShape`].
+enum InputBuilder {
+    Text(StringBuilder),
+    Integer(UInt64Builder),
+    Integers(ListBuilder<UInt64Builder>),
+}
+
+impl Default for ProblemRows {
+    fn default() -> Self {
+        let inputs = GameKind::ALL.map(|kind| match kind.input_shape() {
+            InputShape::Text => InputBuilder::Text(StringBuilder::new()),
+            InputShape::Integer => InputBuilder::Integer(UInt64Builder::new()),
+            InputShape::Integers => InputBuilder::Integers(ListBuilder::new(UInt64Builder::new())),
+        });
+        ProblemRows { ids: StringBuilder::new(), inputs: inputs.into() }
+    }
 }
 
 impl ProblemRows {
@@ -232,23 +296,22 @@ impl ProblemRows {
 
     fn push(&mut self, problem: pb::Problem) {
         self.ids.append_value(&problem.id);
-        let (mut num, mut stones, mut n, mut piles) = (None, None, None, None);
-        match problem.game {
-            Some(Game::SumGame(game)) => num = Some(game.num),
-            Some(Game::StoneGameIx(game)) => stones = Some(game.stones),
-            Some(Game::StoneGameIv(game)) => n = Some(game.n),
-            Some(Game::NimSquare(game)) => piles = Some(game.piles),
-            None => {}
-        }
-        self.num.append_option(num);
-        self.n.append_option(n);
-        for (builder, values) in [(&mut self.stones, stones), (&mut self.piles, piles)] {
-            match values {
-                Some(values) => {
-                    builder.values().append_slice(&values);
+        let (kind, input) = match problem.game.as_ref().map(convert::wire_input) {
+            Some((kind, input)) => (Some(kind), Some(input)),
+            None => (None, None),
+        };
+        for (builder, game) in self.inputs.iter_mut().zip(GameKind::ALL) {
+            let input = input.filter(|_| kind == Some(game));
+            match (builder, input) {
+                (InputBuilder::Text(builder), Some(InputRef::Text(text))) => builder.append_value(text),
+                (InputBuilder::Integer(builder), Some(InputRef::Integer(n))) => builder.append_value(n),
+                (InputBuilder::Integers(builder), Some(InputRef::Integers(values))) => {
+                    builder.values().append_slice(values);
                     builder.append(true);
                 }
-                None => builder.append_null(),
+                (InputBuilder::Text(builder), _) => builder.append_null(),
+                (InputBuilder::Integer(builder), _) => builder.append_null(),
+                (InputBuilder::Integers(builder), _) => builder.append_null(),
             }
         }
     }
@@ -256,23 +319,20 @@ impl ProblemRows {
     /// The rows pushed so far, as a table of `schema` holding `kinds`' columns.
     fn finish(&mut self, schema: &SchemaRef, kinds: &[GameKind]) -> Result<RecordBatch, ArrowError> {
         let item = Arc::new(Field::new_list_field(DataType::UInt64, false));
-        let list = |builder: &mut ListBuilder<UInt64Builder>| {
-            let (_, offsets, values, nulls) = builder.finish().into_parts();
-            Arc::new(ListArray::new(Arc::clone(&item), offsets, values, nulls)) as ArrayRef
-        };
-        let (num, stones, n, piles): (ArrayRef, _, ArrayRef, _) = (
-            Arc::new(self.num.finish()),
-            list(&mut self.stones),
-            Arc::new(self.n.finish()),
-            list(&mut self.piles),
-        );
+        let inputs: Vec<ArrayRef> = self
+            .inputs
+            .iter_mut()
+            .map(|builder| match builder {
+                InputBuilder::Text(builder) => Arc::new(builder.finish()) as ArrayRef,
+                InputBuilder::Integer(builder) => Arc::new(builder.finish()),
+                InputBuilder::Integers(builder) => {
+                    let (_, offsets, values, nulls) = builder.finish().into_parts();
+                    Arc::new(ListArray::new(Arc::clone(&item), offsets, values, nulls))
+                }
+            })
+            .collect();
         let mut columns: Vec<ArrayRef> = vec![Arc::new(self.ids.finish())];
-        columns.extend(kinds.iter().map(|kind| match kind {
-            GameKind::SumGame => Arc::clone(&num),
-            GameKind::StoneGameIx => Arc::clone(&stones),
-            GameKind::StoneGameIv => Arc::clone(&n),
-            GameKind::NimSquare => Arc::clone(&piles),
-        }));
+        columns.extend(kinds.iter().map(|kind| Arc::clone(&inputs[kind.index()])));
         RecordBatch::try_new(Arc::clone(schema), columns)
     }
 }
@@ -296,34 +356,7 @@ pub fn problems(config: &GenConfig) -> impl Iterator<Item = pb::Problem> + '_ {
             })
             .map(|(game, _)| game)
             .expect("pick is below the total weight");
-        let game = match kind {
-            GameKind::SumGame => {
-                let len = rng.random_range(config.sum_len.0.clone()) & !1;
-                // Each problem has its own share of '?', so that both winners and every
-                // kind of winning move show up.
-                let unknown = rng.random_range(0..=100u32);
-                let num = (0..len)
-                    .map(|_| match rng.random_range(0..100u32) < unknown {
-                        true => '?',
-                        false => char::from(b'0' + rng.random_range(0..10u8)),
-                    })
-                    .collect();
-                Game::SumGame(pb::SumGame { num })
-            }
-            GameKind::StoneGameIx => {
-                let len = rng.random_range(config.ix_len.0.clone());
-                let stones = (0..len).map(|_| rng.random_range(config.ix_value.0.clone())).collect();
-                Game::StoneGameIx(pb::StoneGameIx { stones })
-            }
-            GameKind::StoneGameIv => {
-                Game::StoneGameIv(pb::StoneGameIv { n: rng.random_range(config.iv_n.0.clone()) })
-            }
-            GameKind::NimSquare => {
-                let len = rng.random_range(config.nim_piles.0.clone());
-                let piles = (0..len).map(|_| rng.random_range(config.nim_n.0.clone())).collect();
-                Game::NimSquare(pb::NimSquare { piles })
-            }
-        };
+        let game = kind.random(&mut rng, config.sizes.of(kind)).into();
         pb::Problem { id: format!("g{i}"), game: Some(game) }
     })
 }
@@ -332,12 +365,13 @@ pub fn problems(config: &GenConfig) -> impl Iterator<Item = pb::Problem> + '_ {
 mod tests {
     use super::*;
     use crate::client::problem_json::parse_problem;
+    use crate::pb::problem::Game;
 
     #[test]
     fn flags_print_as_they_parse() {
         let defaults = GenConfig::default();
         assert_eq!(defaults.mix.to_string().parse::<Mix>(), Ok(defaults.mix));
-        for range in [defaults.sum_len, SizeRange(7..=7)] {
+        for range in [SizeRange(defaults.sizes.of(GameKind::SumGame)[0].clone()), SizeRange(7..=7)] {
             assert_eq!(range.to_string().parse::<SizeRange>(), Ok(range));
         }
         assert_eq!(SizeRange(7..=7).to_string(), "7");
@@ -360,11 +394,16 @@ mod tests {
     fn every_line_is_a_valid_problem_within_the_flags() {
         let config = GenConfig {
             count: 500,
-            sum_len: SizeRange(3..=9),
-            ix_value: SizeRange(5..=6),
-            iv_n: SizeRange(10..=20),
-            nim_piles: SizeRange(2..=3),
-            nim_n: SizeRange(30..=40),
+            sizes: [
+                ("sum-len", 3..=9),
+                ("ix-value", 5..=6),
+                ("iv-n", 10..=20),
+                ("nim-piles", 2..=3),
+                ("nim-n", 30..=40),
+            ]
+            .into_iter()
+            .try_fold(Sizes::default(), |sizes, (flag, range)| sizes.with(flag, range))
+            .unwrap(),
             mix: "sum=4,ix=4,iv=2,nim=2".parse().unwrap(),
             ..GenConfig::default()
         };
@@ -465,6 +504,29 @@ mod tests {
             let config = GenConfig { count: 5, mix, ..GenConfig::default() };
             assert!(problems(&config).all(|problem| crate::convert::game_kind(&problem) == Some(kind)));
         }
+    }
+
+    /// Every game's sizes are flags of `gen`, defaulting to the registry's ranges.
+    #[test]
+    fn every_size_is_a_flag_with_its_default() {
+        #[derive(Debug, clap::Parser)]
+        struct Gen {
+            #[command(flatten)]
+            config: GenConfig,
+        }
+        use clap::Parser;
+        let parsed = Gen::try_parse_from(["gen", "--count", "1"]).unwrap().config;
+        assert_eq!(parsed, GenConfig { count: 1, ..GenConfig::default() });
+        for (kind, at, size) in size_flags() {
+            assert_eq!(parsed.sizes.of(kind)[at], size.default.0..=size.default.1, "{}", size.flag);
+            let flag = format!("--{}", size.flag);
+            let parsed = Gen::try_parse_from(["gen", "--count", "1", &flag, "3..5"]).unwrap().config;
+            assert_eq!(parsed.sizes, Sizes::default().with(size.flag, 3..=5).unwrap(), "{flag}");
+            let err = Gen::try_parse_from(["gen", "--count", "1", &flag, "9..2"]).unwrap_err();
+            assert!(err.to_string().contains("empty range \"9..2\""), "{err}");
+        }
+        assert_eq!(size_flags().count(), GameKind::ALL.map(|kind| kind.sizes().len()).iter().sum::<usize>());
+        assert_eq!(Sizes::default().with("chess-len", 1..=2), None);
     }
 
     #[test]

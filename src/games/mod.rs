@@ -14,6 +14,8 @@ pub(crate) mod exhaustive;
 mod grower;
 pub mod table;
 
+use std::ops::RangeInclusive;
+
 pub use nim_square::GrundyTable;
 pub use stone_game_iv::StoneGameIvTable;
 use table::{Table, TableGame};
@@ -193,6 +195,11 @@ impl GameKind {
                 input_path: "problem.sum_game.num",
                 move_fields: &[MoveField::Index, MoveField::Digit],
                 nim_value: false,
+                sizes: &[SizeFact {
+                    flag: "sum-len",
+                    help: "Sum Game string length, `N` or `MIN..MAX` (inclusive; odd lengths round down)",
+                    default: (2, 16),
+                }],
                 table: None,
             },
             GameKind::StoneGameIx => GameFacts {
@@ -206,6 +213,18 @@ impl GameKind {
                 input_path: "problem.stone_game_ix.stones",
                 move_fields: &[MoveField::Index],
                 nim_value: false,
+                sizes: &[
+                    SizeFact {
+                        flag: "ix-len",
+                        help: "Stone Game IX number of stones, `N` or `MIN..MAX`",
+                        default: (1, 12),
+                    },
+                    SizeFact {
+                        flag: "ix-value",
+                        help: "Stone Game IX stone values, `N` or `MIN..MAX`",
+                        default: (1, 1000),
+                    },
+                ],
                 table: None,
             },
             GameKind::StoneGameIv => GameFacts {
@@ -219,6 +238,11 @@ impl GameKind {
                 input_path: "problem.stone_game_iv.n",
                 move_fields: &[MoveField::Take],
                 nim_value: false,
+                sizes: &[SizeFact {
+                    flag: "iv-n",
+                    help: "Stone Game IV pile sizes, `N` or `MIN..MAX`",
+                    default: (0, 1000),
+                }],
                 table: Some(TableFacts {
                     name: "iv",
                     title: "Stone Game IV",
@@ -237,6 +261,18 @@ impl GameKind {
                 input_path: "problem.nim_square.piles",
                 move_fields: &[MoveField::Pile, MoveField::Take],
                 nim_value: true,
+                sizes: &[
+                    SizeFact {
+                        flag: "nim-piles",
+                        help: "Nim Square number of piles, `N` or `MIN..MAX`",
+                        default: (1, 4),
+                    },
+                    SizeFact {
+                        flag: "nim-n",
+                        help: "Nim Square pile sizes, `N` or `MIN..MAX`",
+                        default: (0, 1000),
+                    },
+                ],
                 table: Some(TableFacts {
                     name: "grundy",
                     title: "Nim Square",
@@ -301,6 +337,24 @@ impl GameKind {
         self.facts().nim_value
     }
 
+    /// The sizes `gamesolver-client gen` draws this game's problems within, each its own
+    /// flag; [`GameKind::random`] takes one range a size, in this order.
+    pub const fn sizes(self) -> &'static [SizeFact] {
+        self.facts().sizes
+    }
+
+    /// A random problem of this game, its sizes drawn within `sizes`: one range for each
+    /// of [`GameKind::sizes`], in that order (the caller's contract: fewer panics).
+    pub fn random(self, rng: &mut impl rand::RngExt, sizes: &[RangeInclusive<u64>]) -> Game {
+        let size = |at: usize| sizes[at].clone();
+        match self {
+            GameKind::SumGame => Game::SumGame(sum_game::random(rng, size(0))),
+            GameKind::StoneGameIx => Game::StoneGameIx(random_values(rng, size(0), size(1))),
+            GameKind::StoneGameIv => Game::StoneGameIv(rng.random_range(size(0))),
+            GameKind::NimSquare => Game::NimSquare(random_values(rng, size(0), size(1))),
+        }
+    }
+
     /// The game's place in [`GameKind::ALL`], which is also its place in the proto's
     /// `oneof`s: a `Problem`'s game is field `index + 2`, a `Move`'s is field `index + 1`.
     pub const fn index(self) -> usize {
@@ -345,6 +399,16 @@ impl GameKind {
     }
 }
 
+/// A list of random length drawn from `len`, of values drawn from `value`.
+fn random_values(
+    rng: &mut impl rand::RngExt,
+    len: RangeInclusive<u64>,
+    value: RangeInclusive<u64>,
+) -> Vec<u64> {
+    let len = rng.random_range(len);
+    (0..len).map(|_| rng.random_range(value.clone())).collect()
+}
+
 /// A game's names; see [`GameKind`]'s accessors.
 struct GameFacts {
     label: &'static str,
@@ -357,7 +421,20 @@ struct GameFacts {
     input_shape: InputShape,
     move_fields: &'static [MoveField],
     nim_value: bool,
+    sizes: &'static [SizeFact],
     table: Option<TableFacts>,
+}
+
+/// A size that `gamesolver-client gen` draws a game's problems within, and its flag; see
+/// [`GameKind::sizes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeFact {
+    /// The flag, without its dashes: `sum-len`.
+    pub flag: &'static str,
+    /// What it sizes, as its help line.
+    pub help: &'static str,
+    /// The range drawn from unless the flag says otherwise, inclusive.
+    pub default: (u64, u64),
 }
 
 /// The shape of a game's input; see [`GameKind::input_shape`].

@@ -7,6 +7,10 @@
 //! zero each turn (a left '?' to 9 or a right '?' to 0 adds 9; the mirror subtracts 9),
 //! and Bob can take back at most 9.
 
+use std::ops::RangeInclusive;
+
+use rand::RngExt;
+
 use super::{Move, Outcome, SolveError};
 
 /// Bytes side by side in one row: two SSE2 registers' worth, so the row loop becomes
@@ -103,6 +107,21 @@ fn tally(half: &[u8]) -> Result<HalfTally, usize> {
         total.add(offset, block, row_digits + tail_digits, row_marks + tail_marks);
     }
     Ok(total)
+}
+
+/// A random string for `gamesolver-client gen`, its length drawn from `len` and rounded
+/// down to even.
+pub fn random(rng: &mut impl RngExt, len: RangeInclusive<u64>) -> String {
+    let len = rng.random_range(len) & !1;
+    // Each problem has its own share of '?', so that both winners and every kind of
+    // winning move show up.
+    let unknown = rng.random_range(0..=100u32);
+    (0..len)
+        .map(|_| match rng.random_range(0..100u32) < unknown {
+            true => '?',
+            false => char::from(b'0' + rng.random_range(0..10u8)),
+        })
+        .collect()
 }
 
 /// Solves a Sum Game string; the winning move fills the first '?'.
