@@ -430,6 +430,8 @@ mod tests {
                         (2..=3).contains(&g.piles.len()) && g.piles.iter().all(|n| (30..=40).contains(n))
                     );
                 }
+                #[allow(unreachable_patterns)]
+                other => panic!("not in the mix: {other:?}"),
             }
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
@@ -441,14 +443,13 @@ mod tests {
         use crate::client::table::columns::{ColumnMap, InputColumns};
         use crate::client::table::csv::parse_cells;
         use crate::client::table::read::TableSource;
+        use crate::columnar::Games;
         use arrow_array::cast::AsArray;
-        use arrow_array::types::UInt64Type;
-        use arrow_array::Array;
 
         let config = GenConfig {
             count: 300,
             seed: 5,
-            mix: "sum=1,ix=1,iv=1,nim=1".parse().unwrap(),
+            mix: Mix([1; GameKind::ALL.len()]),
             ..GenConfig::default()
         };
         let expected: Vec<pb::Problem> = problems(&config).collect();
@@ -470,23 +471,10 @@ mod tests {
                 };
                 assert!(rejected.is_empty());
                 let request = columns.request(&batch, first).unwrap();
-                let column = |name: &str| request.column_by_name(name).unwrap().clone();
-                let (num, stones, n, piles) = (column("num"), column("stones"), column("n"), column("piles"));
-                let list = |array: &arrow_array::ArrayRef, row| {
-                    array.as_list::<i32>().value(row).as_primitive::<UInt64Type>().values().to_vec()
-                };
-                for row in 0..request.num_rows() {
-                    let game = if num.is_valid(row) {
-                        Game::SumGame(pb::SumGame { num: num.as_string::<i32>().value(row).to_owned() })
-                    } else if stones.is_valid(row) {
-                        Game::StoneGameIx(pb::StoneGameIx { stones: list(&stones, row) })
-                    } else if n.is_valid(row) {
-                        Game::StoneGameIv(pb::StoneGameIv { n: n.as_primitive::<UInt64Type>().value(row) })
-                    } else {
-                        Game::NimSquare(pb::NimSquare { piles: list(&piles, row) })
-                    };
+                let games = columnar::problems(&request, Games::Mixed).unwrap();
+                for (row, game) in games.into_iter().enumerate() {
                     let id = request.column(0).as_string::<i32>().value(row).to_owned();
-                    got.push(pb::Problem { id, game: Some(game) });
+                    got.push(pb::Problem { id, game: Some(game.unwrap().into()) });
                 }
             }
             assert_eq!(got, expected, "{format}");
