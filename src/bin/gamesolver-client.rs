@@ -31,7 +31,7 @@ struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Solves every problem of INPUT; writes one solution per problem, in input order.
-    Solve(SolveArgs),
+    Solve(Box<SolveArgs>),
     /// Writes a deterministic random problem file.
     Gen(GenArgs),
     /// Writes the completion script for SHELL to stdout.
@@ -130,7 +130,7 @@ fn main() -> ExitCode {
         .init();
     let args = Args::from_arg_matches(&command().get_matches()).unwrap_or_else(|err| err.exit());
     let result = match args.command {
-        Command::Solve(args) => solve(args),
+        Command::Solve(args) => solve(*args),
         Command::Gen(args) => generate(args).map(|()| ExitCode::SUCCESS),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "gamesolver-client", &mut std::io::stdout());

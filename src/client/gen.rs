@@ -446,12 +446,8 @@ mod tests {
         use crate::columnar::Games;
         use arrow_array::cast::AsArray;
 
-        let config = GenConfig {
-            count: 300,
-            seed: 5,
-            mix: Mix([1; GameKind::ALL.len()]),
-            ..GenConfig::default()
-        };
+        let config =
+            GenConfig { count: 300, seed: 5, mix: Mix([1; GameKind::ALL.len()]), ..GenConfig::default() };
         let expected: Vec<pb::Problem> = problems(&config).collect();
         let dir = tempfile::tempdir().unwrap();
         for format in [Format::Parquet, Format::Arrow, Format::Arrows, Format::Csv] {
