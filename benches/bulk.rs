@@ -23,8 +23,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use gamesolver::client::gen::{self, GenConfig, Sizes};
 use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
-use gamesolver::games::Tables;
-use gamesolver::pb::{self, problem::Game as G};
+use gamesolver::games::{InputRef, Tables};
+use gamesolver::pb;
 use gamesolver::solver::{Solver, SolverConfig};
 use prost::Message;
 
@@ -48,18 +48,14 @@ fn mixed_config() -> GenConfig {
 fn real_world_line(number: usize, problem: &pb::Problem) -> String {
     let snake = number % 2 == 1;
     let key = |camel: &'static str, snake_case: &'static str| if snake { snake_case } else { camel };
-    let game = match problem.game.as_ref().unwrap() {
-        G::SumGame(g) => format!(r#""{}":{{"num":"{}"}}"#, key("sumGame", "sum_game"), g.num),
-        G::StoneGameIx(g) => {
-            let stones: Vec<String> = g.stones.iter().map(u64::to_string).collect();
-            format!(r#""{}":{{"stones":[{}]}}"#, key("stoneGameIx", "stone_game_ix"), stones.join(","))
-        }
-        G::StoneGameIv(g) => format!(r#""{}":{{"n":{}}}"#, key("stoneGameIv", "stone_game_iv"), g.n),
-        G::NimSquare(g) => {
-            let piles: Vec<String> = g.piles.iter().map(u64::to_string).collect();
-            format!(r#""{}":{{"piles":[{}]}}"#, key("nimSquare", "nim_square"), piles.join(","))
-        }
+    let (kind, input) = gamesolver::convert::wire_input(problem.game.as_ref().unwrap());
+    let numbers = |values: &[u64]| values.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let value = match input {
+        InputRef::Text(text) => format!(r#""{text}""#),
+        InputRef::Integer(n) => n.to_string(),
+        InputRef::Integers(values) => format!("[{}]", numbers(values)),
     };
+    let game = format!(r#""{}":{{"{}":{value}}}"#, key(kind.json_field(), kind.label()), kind.input());
     format!(r#"{{"id":"b{number}",{game}}}"#)
 }
 

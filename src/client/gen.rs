@@ -515,7 +515,15 @@ mod tests {
 
     #[test]
     fn flags_parse() {
-        assert_eq!("sum=1, iv=3".parse::<Mix>(), Ok(Mix([1, 0, 3, 0])));
+        let mix = "sum=1, iv=3".parse::<Mix>().unwrap();
+        assert_eq!(
+            GameKind::ALL.map(|kind| mix.weight(kind)),
+            GameKind::ALL.map(|kind| match kind {
+                GameKind::SumGame => 1,
+                GameKind::StoneGameIv => 3,
+                _ => 0,
+            })
+        );
         assert_eq!("nim=2".parse::<Mix>().unwrap().weight(GameKind::NimSquare), 2);
         assert_eq!("sum=1,nim=2".parse::<Mix>().unwrap().to_string(), "sum=1,nim=2");
         assert!("sum=0".parse::<Mix>().is_err());
