@@ -1,7 +1,7 @@
 //! gamesolver: exact answers to four two-player games, in bulk, over gRPC.
 //!
 //! # Layout
-//! Layers point one way: `games` <- `convert`/`codec` <- `service` <- `server` <- the
+//! Layers point one way: `games` <- `convert` <- `codec` <- `service` <- `server` <- the
 //! binaries; `client` sits beside `server` and never imports it (`docs/architecture.md`).
 //! - [`games`]: the pure solver core, one module a game, and [`games::GameKind`], what the
 //!   rest of the crate asks of a game; no I/O, no async, no protobuf.
