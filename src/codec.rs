@@ -267,7 +267,8 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
         // A move's game and values, and the length of the game's move message.
         let game_move = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(|game| {
             let (kind, values) = convert::move_values(game);
-            let len: usize = values[..kind.move_fields().len()].iter().map(|&value| uint(value)).sum();
+            // The values past the game's fields are 0, which proto3 leaves out.
+            let len: usize = values.iter().map(|&value| uint(value)).sum();
             (kind, values, len)
         });
         // An enum is an int32: a negative one is sign-extended to 10 bytes.
@@ -307,7 +308,7 @@ fn encode_solutions(solutions: &[pb::Solution], out: &mut Vec<u8>) {
             if let Some((kind, values, len)) = game_move {
                 w.byte(len_key(move_game_field(kind)));
                 w.varint(len as u64);
-                for (at, &value) in values[..kind.move_fields().len()].iter().enumerate() {
+                for (at, &value) in values.iter().enumerate() {
                     if value != 0 {
                         w.byte(varint_key(at + 1));
                         w.varint(value);
@@ -486,8 +487,8 @@ fn problem(bytes: &[u8]) -> Option<pb::Problem> {
         if problem.game.is_some() {
             return None;
         }
-        let kind =
-            *GameKind::ALL.get(usize::from(key >> 3).checked_sub(problem_game_field(GameKind::ALL[0]))?)?;
+        let at = usize::from(key >> 3).checked_sub(problem_game_field(GameKind::ALL[0]))?;
+        let kind = *GameKind::ALL.get(at)?;
         let input = match kind.input_shape() {
             InputShape::Text => Input::Text(only_string(value)?),
             InputShape::Integer => Input::Integer(only_varint(value)?),
