@@ -9,7 +9,6 @@
 //! the server is not asked again.
 
 use arrow_array::RecordBatch;
-use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::{FlightClient, FlightDescriptor};
@@ -23,7 +22,7 @@ use crate::client::answer_check::WrongAnswer;
 use crate::client::batch::Batch;
 use crate::client::connection::{Answers, ConnectionConfig, Door, Failure};
 use crate::client::table::answers;
-use crate::columnar::{self, Descriptor};
+use crate::columnar::{self, BatchEncoder, Descriptor};
 
 /// Exchanges of one table's batches.
 #[derive(Debug, Clone)]
@@ -70,11 +69,19 @@ impl Door for Flight {
         let descriptor = FlightDescriptor::new_path(self.descriptor.path());
         async move {
             // One message a batch: the server answers each message it gets with one table,
-            // so the encoder must not split a batch (the reader bounds its size).
-            let data = FlightDataEncoderBuilder::new()
-                .with_flight_descriptor(Some(descriptor))
-                .with_max_flight_data_size(usize::MAX)
-                .build(ReceiverStream::new(requests).map(Ok));
+            // so a batch is never split (the reader bounds its size).
+            let mut encoder = BatchEncoder::default();
+            let mut descriptor = Some(descriptor);
+            let data = ReceiverStream::new(requests).flat_map(move |batch| {
+                let mut messages = match encoder.encode(&batch) {
+                    Ok(messages) => messages,
+                    Err(err) => return futures::stream::iter(vec![Err(FlightError::Arrow(err))]),
+                };
+                if let Some(descriptor) = descriptor.take() {
+                    messages[0].flight_descriptor = Some(descriptor);
+                }
+                futures::stream::iter(messages.into_iter().map(Ok).collect::<Vec<_>>())
+            });
             let answers = client.do_exchange(data).await.map_err(failure)?;
             Ok(answers.map_err(failure).boxed())
         }

@@ -14,7 +14,7 @@
 //!
 //! Beside the contract: [`problems`] reads a batch's rows into the domain problems every
 //! door hands the solver, and [`SolutionsBuilder`] writes their results into a table of
-//! solutions.
+//! solutions, and [`BatchEncoder`] turns either into the Flight messages that carry it.
 
 use std::sync::Arc;
 
@@ -23,9 +23,11 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::games::{GameKind, InputShape, MoveField};
 
 mod input;
+mod messages;
 mod output;
 
 pub use input::{id_column, problems, ColumnError};
+pub use messages::BatchEncoder;
 pub use output::{AnswerColumns, SolutionsBuilder};
 
 /// The optional column echoed from each problem to its solution.

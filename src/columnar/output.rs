@@ -4,8 +4,10 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::builder::StringBuilder;
+use arrow_array::types::{UInt32Type, UInt64Type};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
+use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
@@ -16,10 +18,9 @@ use crate::games::{GameKind, MoveValues, Outcome, Player};
 #[derive(Debug)]
 pub struct SolutionsBuilder {
     games: Games,
-    alice_wins: BooleanBuilder,
+    alice_wins: Nullable<bool>,
     answers: AnswerColumns,
-    error_reason: StringBuilder,
-    error_message: StringBuilder,
+    errors: ErrorColumns,
 }
 
 impl SolutionsBuilder {
@@ -27,11 +28,9 @@ impl SolutionsBuilder {
     pub fn new(games: Games, rows: usize) -> Self {
         SolutionsBuilder {
             games,
-            alice_wins: BooleanBuilder::with_capacity(rows),
+            alice_wins: Nullable::with_capacity(rows),
             answers: AnswerColumns::new(games, rows),
-            // Solved rows leave these null, so no value bytes are reserved.
-            error_reason: StringBuilder::with_capacity(rows, 0),
-            error_message: StringBuilder::with_capacity(rows, 0),
+            errors: ErrorColumns::default(),
         }
     }
 
@@ -41,83 +40,170 @@ impl SolutionsBuilder {
             Ok(outcome) => (Some(outcome), None),
             Err(err) => (None, Some(err)),
         };
-        self.alice_wins.append_option(outcome.map(|outcome| outcome.winner == Player::Alice));
+        self.alice_wins.push(outcome.map(|outcome| outcome.winner == Player::Alice));
         self.answers.append(
             outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
             outcome.and_then(|outcome| outcome.nim_value),
         );
-        match error {
-            None => {
-                self.error_reason.append_null();
-                self.error_message.append_null();
-            }
-            Some(err) => {
-                self.error_reason.append_value(err.reason());
-                // Written into the column's buffer, not through a String of its own.
-                let _ = write!(self.error_message, "{err}");
-                self.error_message.append_value("");
-            }
-        }
+        self.errors.append(error);
     }
 
     /// The table, with `id` (the problems' id column and its field) first when given.
     pub fn finish(mut self, id: Option<(&Field, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
         let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
         let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-        columns.push(Arc::new(self.alice_wins.finish()));
+        columns.push(Arc::new(self.alice_wins.finish_bool()));
         columns.extend(self.answers.finish());
-        columns.push(Arc::new(self.error_reason.finish()));
-        columns.push(Arc::new(self.error_message.finish()));
+        columns.extend(self.errors.finish());
         RecordBatch::try_new(Arc::new(schema), columns)
+    }
+}
+
+/// A nullable column being built: its values (the default under a null row) and which
+/// rows are valid, packed into Arrow's buffers once, when the column is finished, rather
+/// than a bit at a time through a builder.
+#[derive(Debug, Default)]
+struct Nullable<T> {
+    values: Vec<T>,
+    valid: Vec<bool>,
+}
+
+impl<T: Copy + Default> Nullable<T> {
+    fn with_capacity(rows: usize) -> Self {
+        Nullable { values: Vec::with_capacity(rows), valid: Vec::with_capacity(rows) }
+    }
+
+    #[inline]
+    fn push(&mut self, value: Option<T>) {
+        self.values.push(value.unwrap_or_default());
+        self.valid.push(value.is_some());
+    }
+
+    /// The rows' validity, none when every row is valid; empty again afterwards.
+    fn take_nulls(&mut self) -> Option<NullBuffer> {
+        let nulls = NullBuffer::from(std::mem::take(&mut self.valid));
+        (nulls.null_count() > 0).then_some(nulls)
+    }
+}
+
+impl Nullable<bool> {
+    fn finish_bool(&mut self) -> BooleanArray {
+        let nulls = self.take_nulls();
+        BooleanArray::new(BooleanBuffer::from(std::mem::take(&mut self.values)), nulls)
+    }
+}
+
+impl<T: Copy + Default + arrow_buffer::ArrowNativeType> Nullable<T> {
+    fn finish_primitive<P: ArrowPrimitiveType<Native = T>>(&mut self) -> PrimitiveArray<P> {
+        let nulls = self.take_nulls();
+        PrimitiveArray::new(ScalarBuffer::from(std::mem::take(&mut self.values)), nulls)
+    }
+}
+
+/// `error_reason` and `error_message`: null on every row but the few errors, so the
+/// nulls are appended a run at a time.
+#[derive(Debug, Default)]
+struct ErrorColumns {
+    reason: StringBuilder,
+    message: StringBuilder,
+    /// Rows appended since the last error, not yet in the builders.
+    solved: usize,
+}
+
+impl ErrorColumns {
+    #[inline]
+    fn append(&mut self, error: Option<&ProblemError>) {
+        let Some(err) = error else {
+            self.solved += 1;
+            return;
+        };
+        self.flush();
+        self.reason.append_value(err.reason());
+        // Written into the column's buffer, not through a String of its own.
+        let _ = write!(self.message, "{err}");
+        self.message.append_value("");
+    }
+
+    fn flush(&mut self) {
+        self.reason.append_nulls(self.solved);
+        self.message.append_nulls(self.solved);
+        self.solved = 0;
+    }
+
+    /// The two columns, in table order; empty again afterwards.
+    fn finish(&mut self) -> [ArrayRef; 2] {
+        self.flush();
+        [Arc::new(self.reason.finish()), Arc::new(self.message.finish())]
     }
 }
 
 /// The answer columns ([`AnswerColumn::of`]) of a table being built, a row at a time:
 /// what the server's tables of solutions and the client's tables of answers both write.
 #[derive(Debug)]
-pub struct AnswerColumns(Vec<(AnswerColumn, ValueBuilder)>);
+pub struct AnswerColumns(Vec<(Source, Values)>);
 
-/// A builder of a `uint64` or a `uint32` column.
+/// Where a column's value comes from in a row.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// The move's value at this place among its game's fields, by game
+    /// ([`GameKind::index`]); none for a game without the field.
+    Move([Option<u8>; GameKind::ALL.len()]),
+    NimValue,
+}
+
+impl Source {
+    fn of(column: AnswerColumn) -> Self {
+        match column {
+            AnswerColumn::Move(field) => Source::Move(
+                GameKind::ALL
+                    .map(|kind| kind.move_fields().iter().position(|&f| f == field).map(|at| at as u8)),
+            ),
+            AnswerColumn::NimValue => Source::NimValue,
+        }
+    }
+}
+
+/// The values of a `uint64` or a `uint32` column.
 #[derive(Debug)]
-enum ValueBuilder {
-    U64(UInt64Builder),
-    U32(UInt32Builder),
+enum Values {
+    U64(Nullable<u64>),
+    U32(Nullable<u32>),
 }
 
 impl AnswerColumns {
     /// Empty columns of the answers `games` fill, with room for `rows`.
     pub fn new(games: Games, rows: usize) -> Self {
-        let builder = |column: AnswerColumn| match column.data_type() {
-            DataType::UInt32 => ValueBuilder::U32(UInt32Builder::with_capacity(rows)),
-            _ => ValueBuilder::U64(UInt64Builder::with_capacity(rows)),
+        let values = |column: AnswerColumn| match column.data_type() {
+            DataType::UInt32 => Values::U32(Nullable::with_capacity(rows)),
+            _ => Values::U64(Nullable::with_capacity(rows)),
         };
-        AnswerColumns(AnswerColumn::of(games).map(|column| (column, builder(column))).collect())
+        AnswerColumns(AnswerColumn::of(games).map(|column| (Source::of(column), values(column))).collect())
     }
 
     /// Appends a row: the move's game and values ([`crate::games::Move::values`]), if
     /// there is a move, and the nim value; a column the row's game does not fill is null.
     #[inline]
     pub fn append(&mut self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) {
-        for (column, builder) in &mut self.0 {
-            let value = match *column {
-                AnswerColumn::Move(field) => game_move.and_then(|(kind, values)| {
-                    kind.move_fields().iter().position(|&f| f == field).map(|at| values[at])
-                }),
-                AnswerColumn::NimValue => nim_value.map(u64::from),
+        for (source, values) in &mut self.0 {
+            let value = match source {
+                Source::Move(at) => {
+                    game_move.and_then(|(kind, values)| at[kind.index()].map(|at| values[usize::from(at)]))
+                }
+                Source::NimValue => nim_value.map(u64::from),
             };
-            match builder {
-                ValueBuilder::U64(builder) => builder.append_option(value),
+            match values {
+                Values::U64(values) => values.push(value),
                 // A `uint32` column's values come from `uint32` fields.
-                ValueBuilder::U32(builder) => builder.append_option(value.map(|value| value as u32)),
+                Values::U32(values) => values.push(value.map(|value| value as u32)),
             }
         }
     }
 
-    /// The columns built so far, in table order; the builders are empty again.
+    /// The columns built so far, in table order; the columns are empty again.
     pub fn finish(&mut self) -> impl Iterator<Item = ArrayRef> + '_ {
-        self.0.iter_mut().map(|(_, builder)| match builder {
-            ValueBuilder::U64(builder) => Arc::new(builder.finish()) as ArrayRef,
-            ValueBuilder::U32(builder) => Arc::new(builder.finish()) as ArrayRef,
+        self.0.iter_mut().map(|(_, values)| match values {
+            Values::U64(values) => Arc::new(values.finish_primitive::<UInt64Type>()) as ArrayRef,
+            Values::U32(values) => Arc::new(values.finish_primitive::<UInt32Type>()) as ArrayRef,
         })
     }
 }

@@ -26,14 +26,14 @@ use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
     HandshakeResponse, IpcMessage, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
 };
-use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_ipc::writer::IpcWriteOptions;
+use arrow_schema::{ArrowError, DataType, Field, Schema};
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
-use crate::columnar::{self, Descriptor, DescriptorError, Games, SolutionsBuilder};
+use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games, SolutionsBuilder};
 use crate::convert::ProblemError;
 use crate::solver::Solver;
 
@@ -191,48 +191,24 @@ async fn solve_batch(
     solutions.finish(id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)))).map_err(internal)
 }
 
-/// Turns answer batches into Flight messages, one record batch message an answer: a
-/// schema message first and whenever the schema changes, then any dictionaries.
+/// Turns answer batches into Flight messages ([`BatchEncoder`]), none above the
+/// message limit.
 struct AnswerEncoder {
-    generator: IpcDataGenerator,
-    dictionaries: DictionaryTracker,
-    options: IpcWriteOptions,
-    context: IpcWriteContext,
-    schema: Option<SchemaRef>,
+    encoder: BatchEncoder,
     max_message_bytes: usize,
 }
 
 impl AnswerEncoder {
     fn new(max_message_bytes: usize) -> Self {
-        AnswerEncoder {
-            generator: IpcDataGenerator::default(),
-            dictionaries: DictionaryTracker::new(false),
-            options: IpcWriteOptions::default(),
-            context: IpcWriteContext::default(),
-            schema: None,
-            max_message_bytes,
-        }
+        AnswerEncoder { encoder: BatchEncoder::default(), max_message_bytes }
     }
 
     /// The messages that carry `batch`, never splitting it: one batch answers one batch.
     fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<FlightData>, Status> {
-        let mut messages = Vec::with_capacity(2);
-        if self.schema.as_deref() != Some(batch.schema_ref().as_ref()) {
-            self.dictionaries.clear();
-            let schema = self.generator.schema_to_bytes_with_dictionary_tracker(
-                batch.schema_ref(),
-                &mut self.dictionaries,
-                &self.options,
-            );
-            messages.push(FlightData::from(schema));
-            self.schema = Some(batch.schema());
-        }
-        let (dictionaries, data) = self
-            .generator
-            .encode(batch, &mut self.dictionaries, &self.options, &mut self.context)
+        let messages = self
+            .encoder
+            .encode(batch)
             .map_err(|err: ArrowError| internal(format!("cannot encode the answer: {err}")))?;
-        messages.extend(dictionaries.into_iter().map(FlightData::from));
-        messages.push(FlightData::from(data));
         // Checked here rather than by tonic's encoder, whose OUT_OF_RANGE says less.
         if let Some(large) =
             messages.iter().map(Message::encoded_len).find(|&len| len > self.max_message_bytes)

@@ -32,11 +32,13 @@ use parquet::file::metadata::{
     FileMetaData, ParquetMetaData, ParquetMetaDataReader, ParquetMetaDataWriter, RowGroupMetaData,
 };
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use super::answers::{override_rows, write_json_lines};
 use super::csv;
 use crate::client::format::Format;
+use crate::columnar;
 use crate::pb;
 
 /// Rows of a Parquet row group, by default: large enough for readers to scan well, small
@@ -163,6 +165,9 @@ impl TableWriter {
                     .set_max_row_group_row_count(Some(row_group_rows.max(1)))
                     .set_write_batch_size(WRITE_BATCH_ROWS)
                     .set_compression(Compression::SNAPPY)
+                    // Ids are mostly distinct: a dictionary of them only costs hashing
+                    // every one before the writer gives it up for plain pages.
+                    .set_column_dictionary_enabled(ColumnPath::from(columnar::ID), false)
                     .build();
                 let writer =
                     ArrowWriter::try_new(out, Arc::clone(schema), Some(props)).map_err(from_parquet)?;
