@@ -23,7 +23,8 @@ mod lows;
 pub mod sieve;
 mod small_moves;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -31,7 +32,7 @@ use self::classes::{chunk_of, RareList, ALL_ROOTS, COMMON_ROOTS, EVEN_ROOTS, MOD
 use self::gallop::{first_at_least, last_at_most};
 use self::index::PositionIndex;
 use self::sieve::{isqrt, Sieve, SEGMENT};
-use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN};
+use self::small_moves::{smallest_winning_roots, SMALL_MOVES_END, SMALL_MOVES_MIN, SMALL_MOVES_SIZES};
 use super::grower::Grower;
 use super::{GameKind, Move, Outcome, Player, SolveError};
 
@@ -237,9 +238,14 @@ pub struct StoneGameIvTable {
     /// The sieve's cursors, kept between extensions; only the extender locks it.
     sieve: Mutex<Sieve>,
     /// Alice's smallest winning k for every pile below its length (0: Bob wins), so that
-    /// a small pile's move is one load (`small_moves.rs`).
-    small_moves: RwLock<Box<[u16]>>,
-    /// The length of `small_moves`, read without its lock.
+    /// a small pile's move is one load (`small_moves.rs`): one table a size built so far
+    /// (2^16, 2^17, ..., 2^21, each at most the limit), kept until the table is dropped,
+    /// so that a reader takes no lock (whose counter every reader would write, on one
+    /// cache line, once a problem), only which table is current.
+    small_moves: [OnceLock<Box<[u16]>>; SMALL_MOVES_SIZES],
+    /// 1 + the index in `small_moves` of the current table; 0 for none.
+    small_moves_current: AtomicUsize,
+    /// The length of the current table.
     small_moves_end: AtomicU64,
     /// Held by the one caller that (re)builds `small_moves`; others wait for it.
     small_moves_builder: Mutex<()>,
@@ -255,7 +261,8 @@ impl StoneGameIvTable {
             covered: AtomicU64::new(0),
             grower: Grower::default(),
             sieve: Mutex::new(Sieve::new()),
-            small_moves: RwLock::new(Box::default()),
+            small_moves: Default::default(),
+            small_moves_current: AtomicUsize::new(0),
             small_moves_end: AtomicU64::new(0),
             small_moves_builder: Mutex::new(()),
         }
@@ -328,9 +335,20 @@ impl StoneGameIvTable {
         self.extend_list_to(end - 1);
         let _builder = self.small_moves_builder.lock();
         if self.needs_small_moves(n) {
-            let roots = smallest_winning_roots(&self.losing.read().list, end);
-            *self.small_moves.write() = roots;
+            // One size a slot: a table of `end` entries is the same whenever it is built.
+            let size = end.next_power_of_two().max(SMALL_MOVES_MIN);
+            let slot = (size.trailing_zeros() - SMALL_MOVES_MIN.trailing_zeros()) as usize;
+            self.small_moves[slot].get_or_init(|| smallest_winning_roots(&self.losing.read().list, end));
+            self.small_moves_current.store(slot + 1, Ordering::Release);
             self.small_moves_end.store(end, Ordering::Release);
+        }
+    }
+
+    /// The current move table of small piles (empty before the first is built).
+    fn small_moves(&self) -> &[u16] {
+        match self.small_moves_current.load(Ordering::Acquire) {
+            0 => &[],
+            current => self.small_moves[current - 1].get().map_or(&[], |moves| moves),
         }
     }
 
@@ -367,7 +385,7 @@ impl StoneGameIvTable {
     /// 10^9). [`Self::winner`] is the outcome alone, one question to the index.
     pub fn solve(&self, n: u64) -> Result<Outcome, SolveError> {
         self.extend_to_unless_small(n)?;
-        if let Some(&root) = self.small_moves.read().get(n as usize) {
+        if let Some(&root) = self.small_moves().get(n as usize) {
             return Ok(match u64::from(root) {
                 0 => Outcome::BOB,
                 k => Outcome::alice(Some(Move::StoneGameIv { take: k * k })),
@@ -386,7 +404,7 @@ impl StoneGameIvTable {
     /// 2-4 MiB and random piles miss the cache: loads issued back to back overlap, where
     /// the solver's, one a problem between other work, wait one at a time.
     pub fn preload_moves(&self, piles: impl Iterator<Item = u64>) {
-        let moves = self.small_moves.read();
+        let moves = self.small_moves();
         let loaded = piles
             .filter_map(|n| moves.get(usize::try_from(n).ok()?))
             .fold(0u16, |sum, &k| sum.wrapping_add(k));
@@ -397,7 +415,7 @@ impl StoneGameIvTable {
     /// covers `n` (grown first if needed, blocking).
     pub fn winner(&self, n: u64) -> Result<Player, SolveError> {
         self.extend_to_unless_small(n)?;
-        if let Some(&root) = self.small_moves.read().get(n as usize) {
+        if let Some(&root) = self.small_moves().get(n as usize) {
             return Ok(if root == 0 { Player::Bob } else { Player::Alice });
         }
         let losing = self.losing.read().contains(n);
@@ -422,10 +440,11 @@ impl StoneGameIvTable {
         self.grower.between_extensions(|| {
             if covered > self.covered() {
                 // The sieve's cursors no longer match: it resyncs on its next segment; the
-                // move table is rebuilt from the new list on next need.
+                // move table is made current again on next need, once the new list covers
+                // it (a table built before holds the same moves: they follow from the game).
                 let _builder = self.small_moves_builder.lock();
                 self.small_moves_end.store(0, Ordering::Release);
-                *self.small_moves.write() = Box::default();
+                self.small_moves_current.store(0, Ordering::Release);
                 let mut current = self.losing.write();
                 *current = Positions::new(losing, covered);
                 self.covered.store(covered, Ordering::Release);
@@ -591,6 +610,42 @@ mod tests {
             table.solve(69_999).unwrap().winning_move,
             searched.map(|take| Move::StoneGameIv { take })
         );
+    }
+
+    #[test]
+    fn every_size_of_move_table_answers_as_the_list_does_and_a_restore_keeps_them_right() {
+        // Limits below the smallest table, between two sizes, and above the largest.
+        for limit in [1000, 100_000, 5_000_000] {
+            let table = StoneGameIvTable::new(limit);
+            let end = limit.min((1 << 21) - 1) + 1;
+            let losing = losing_positions_below(end);
+            let answer = |n: u64| {
+                let below = losing.partition_point(|&p| p < n);
+                smallest_winning_take(&losing[..below], n).map(|take| Move::StoneGameIv { take })
+            };
+            // Piles in rising order grow the table a size at a time.
+            let piles: Vec<u64> = [5, 70_000, 140_000, 600_000, (1 << 21) - 1]
+                .into_iter()
+                .filter(|&n| n <= limit)
+                .chain(random_piles(0, end, 300))
+                .collect();
+            for &n in &piles {
+                assert_eq!(table.solve(n).unwrap().winning_move, answer(n), "limit {limit}, n = {n}");
+            }
+            // A restore that covers more makes no table current; answers stay the same.
+            assert!(limit < 5_000_000 || table.covered() <= limit, "the largest limit is restored");
+            if table.covered() <= limit {
+                table.restore(limit + 1, losing_positions_below(limit + 1)).unwrap();
+                assert_eq!(table.small_moves_current.load(Ordering::Acquire), 0);
+            }
+            for &n in &piles {
+                assert_eq!(
+                    table.solve(n).unwrap().winning_move,
+                    answer(n),
+                    "restored, limit {limit}, n = {n}"
+                );
+            }
+        }
     }
 
     #[test]

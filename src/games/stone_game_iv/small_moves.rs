@@ -14,6 +14,10 @@ pub(super) const SMALL_MOVES_END: u64 = 1 << 21;
 /// The smallest table built: 2^16 (128 KiB, well under a millisecond).
 pub(super) const SMALL_MOVES_MIN: u64 = 1 << 16;
 
+/// How many sizes of table there are, doubling from the smallest to the largest.
+pub(super) const SMALL_MOVES_SIZES: usize =
+    (SMALL_MOVES_END.trailing_zeros() - SMALL_MOVES_MIN.trailing_zeros() + 1) as usize;
+
 /// For every n below `end`, the smallest k with n − k² in `losing`, or 0 when there is
 /// none (n is a P-position). `losing` holds at least every P-position below `end`,
 /// sorted; `end` ≤ 2^32.
