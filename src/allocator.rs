@@ -19,13 +19,22 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// memory (`bench/soak.sh`; docs/performance.md).
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
-/// Hands freed memory back to the OS within 10 ms, and on a thread of its
-/// own each second. mimalloc purges freed segments only when some thread allocates
-/// again, so after a spike (a refused gzip bomb, for one) an idle server kept its peak
-/// RSS; `bench/soak.sh` measures it. Call first thing in `main`.
+/// The variable mimalloc reads its purge delay from (milliseconds).
+const PURGE_DELAY_VAR: &str = "MIMALLOC_PURGE_DELAY";
+
+/// Hands freed memory back to the OS within 10 ms (or the delay an operator set in
+/// `MIMALLOC_PURGE_DELAY`), and on a thread of its own each second. mimalloc purges
+/// freed segments only when some thread allocates again, so after a spike (a refused
+/// gzip bomb, for one) an idle server kept its peak RSS; `bench/soak.sh` measures it.
+/// Call first thing in `main`.
 pub fn return_freed_memory() {
-    // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    if let Some(delay) = purge_delay_to_set(std::env::var_os(PURGE_DELAY_VAR).as_deref()) {
+        // SAFETY: sets one of mimalloc's option values; any thread may, at any time.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, delay) };
+    }
+    // SAFETY: reads one of mimalloc's option values; any thread may, at any time.
+    let delay = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+    tracing::debug!(purge_delay_ms = delay, "freed memory goes back to the OS after the purge delay");
     c_allocations_return_at_once();
     let spawned = std::thread::Builder::new().name("mimalloc-purge".into()).spawn(|| loop {
         std::thread::sleep(Duration::from_secs(1));
@@ -34,6 +43,18 @@ pub fn return_freed_memory() {
     });
     if let Err(err) = spawned {
         tracing::warn!(%err, "cannot start the memory purge thread");
+    }
+}
+
+/// The purge delay to set, given the operator's `MIMALLOC_PURGE_DELAY`: none when it is
+/// set (mimalloc has read it already), since a longer delay is the operator's trade: a
+/// server for columnar bulk jobs answers faster (its batches' buffers are reused instead
+/// of faulted in again), and a burst of large requests holds more memory meanwhile
+/// (docs/operations.md).
+fn purge_delay_to_set(operator: Option<&std::ffi::OsStr>) -> Option<std::ffi::c_long> {
+    match operator {
+        Some(_) => None,
+        None => Some(PURGE_DELAY_MS),
     }
 }
 
@@ -63,5 +84,16 @@ pub fn without_huge_pages() {
     #[cfg(target_os = "linux")]
     if let Err(err) = nix::sys::prctl::set_thp_disable(true) {
         tracing::debug!(%err, "transparent huge pages stay on");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operators_purge_delay_is_kept_and_otherwise_ours_is_set() {
+        assert_eq!(purge_delay_to_set(None), Some(PURGE_DELAY_MS));
+        assert_eq!(purge_delay_to_set(Some("100".as_ref())), None);
     }
 }

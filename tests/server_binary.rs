@@ -44,6 +44,30 @@ fn a_bad_flag_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--listen"));
 }
 
+#[tokio::test]
+async fn the_purge_delay_is_ours_unless_the_operator_sets_mimallocs() {
+    for (set, expected) in [(None, "purge_delay_ms=10"), (Some("100"), "purge_delay_ms=100")] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"));
+        command.args(["--listen", "127.0.0.1:0"]).env("RUST_LOG", "gamesolver::allocator=debug");
+        match set {
+            Some(delay) => command.env("MIMALLOC_PURGE_DELAY", delay),
+            None => command.env_remove("MIMALLOC_PURGE_DELAY"),
+        };
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("listening on "), "{line}");
+        let mut server = ServerProcess { child, addr: "127.0.0.1:1".parse().unwrap() };
+        server.signal("TERM");
+        assert_eq!(server.wait_exit().await.code(), Some(0));
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut server.child.stderr.take().unwrap(), &mut log).unwrap();
+        let lines: Vec<&str> = log.lines().filter(|line| line.contains("purge_delay_ms=")).collect();
+        assert_eq!(lines.len(), 1, "{log}");
+        assert!(lines[0].ends_with(expected), "{set:?}: {}", lines[0]);
+    }
+}
+
 /// Starts the binary with `flags`, its stderr in `log`; returns it and its address.
 fn start_logging(flags: &[&str], log: &Path) -> (ServerProcess, std::net::SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
