@@ -692,9 +692,9 @@ async fn a_lying_server_gets_no_row_written_and_its_batches_go_elsewhere() {
     ] {
         let liar = serve_liar(Liar(lie)).await;
         let output = dir.path().join(format!("{lie:?}.jsonl"));
-        let args = |servers: &[&str]| {
+        let args = |servers: &[&str], batch_rows: &str| {
             let mut args: Vec<String> =
-                ["solve", path_str(&input), "-o", path_str(&output), "--batch-rows", "100"]
+                ["solve", path_str(&input), "-o", path_str(&output), "--batch-rows", batch_rows]
                     .map(String::from)
                     .into();
             for server in servers {
@@ -703,7 +703,7 @@ async fn a_lying_server_gets_no_row_written_and_its_batches_go_elsewhere() {
             args
         };
         // Alone, it ends the run, and nothing it said is written.
-        let (status, stderr) = client_async(args(&[&liar])).await;
+        let (status, stderr) = client_async(args(&[&liar], "100")).await;
         assert_eq!(status.code(), Some(2), "{lie:?}: {stderr}");
         // Which batch is caught first depends on which connection asked first.
         let (head, tail) = (
@@ -713,9 +713,13 @@ async fn a_lying_server_gets_no_row_written_and_its_batches_go_elsewhere() {
         let seq = stderr.strip_prefix(&head).and_then(|rest| rest.strip_suffix(&tail));
         assert!(seq.is_some_and(|seq| seq.parse::<u64>().is_ok()), "{lie:?}: {stderr}");
         assert_eq!(std::fs::read(&output).unwrap(), b"", "{lie:?}");
-        // Beside an honest server, its batches are answered there.
+        // Beside an honest server, its batches are answered there. A hundred batches, one
+        // in flight a connection, so that the honest server cannot answer them all before
+        // the liar's connection takes one.
         let honest = ServerProcess::start("127.0.0.1:0", &[]);
-        let (status, stderr) = client_async(args(&[&liar, &honest.url()])).await;
+        let mut both = args(&[&liar, &honest.url()], "10");
+        both.extend(["--window".to_owned(), "1".to_owned()]);
+        let (status, stderr) = client_async(both).await;
         assert_eq!(status.code(), Some(0), "{lie:?}: {stderr}");
         assert!(stderr.contains("giving up on server, the others go on"), "{lie:?}: {stderr}");
         assert_eq!(answers(&output, "jsonl"), reference, "{lie:?}");
