@@ -210,6 +210,27 @@ impl Solver {
         T: Send + 'static,
         F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
     {
+        let buffers = BatchBuffers { problems, results: Vec::new() };
+        Ok(self.solve_into(buffers, winner_only, finish).await?.results)
+    }
+
+    /// [`Solver::solve_batch`] into vectors a door keeps from batch to batch: the
+    /// problems are drained (their vector comes back empty, its capacity kept) and the
+    /// results replace what `buffers.results` held, in its allocation when it is large
+    /// enough. A batch's vectors are megabytes; allocated afresh for every batch, their
+    /// pages were faulted in again each time (docs/performance.md).
+    pub async fn solve_into<M, T, F>(
+        &self,
+        buffers: BatchBuffers<M, T>,
+        winner_only: bool,
+        finish: F,
+    ) -> Result<BatchBuffers<M, T>, PoolError>
+    where
+        M: Send + 'static,
+        T: Send + 'static,
+        F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
+    {
+        let BatchBuffers { mut problems, mut results } = buffers;
         // A table that could not grow fails only the problems that needed it.
         let failed = self.prepare(games(&problems)).await.err();
         self.tables.preload(games(&problems));
@@ -232,21 +253,40 @@ impl Solver {
         };
         if work <= self.config.inline_work {
             let mut tally = tally();
-            return Ok(problems.into_iter().map(|p| solve_one(&self.tables, &mut tally, p)).collect());
+            results.clear();
+            results.extend(problems.drain(..).map(|p| solve_one(&self.tables, &mut tally, p)));
+            return Ok(BatchBuffers { problems, results });
         }
         let tables = Arc::clone(&self.tables);
         pool::run(move |caller| {
             problems
-                .into_par_iter()
+                .par_drain(..)
                 .with_min_len(MIN_PROBLEMS_PER_TASK)
                 .map_init(tally, |tally, problem| match caller.is_gone() {
                     // Nobody will read the rest: answer it cheaply and let the job end.
                     true => solve_one(&tables, &mut None, (problem.0, Err(PoolError::Gone.into()))),
                     false => solve_one(&tables, tally, problem),
                 })
-                .collect()
+                .collect_into_vec(&mut results);
+            BatchBuffers { problems, results }
         })
         .await
+    }
+}
+
+/// The two vectors of a batch solved by [`Solver::solve_into`]: its problems, each with
+/// the tag a door carries beside it, and their results in the same order.
+#[derive(Debug)]
+pub struct BatchBuffers<M, T> {
+    /// The problems to solve; empty after solving, its capacity kept.
+    pub problems: Vec<(M, Problem)>,
+    /// The results of the last batch solved, one a problem, in order.
+    pub results: Vec<T>,
+}
+
+impl<M, T> Default for BatchBuffers<M, T> {
+    fn default() -> Self {
+        BatchBuffers { problems: Vec::new(), results: Vec::new() }
     }
 }
 
@@ -267,4 +307,44 @@ fn solve_guarded(game: &Game, tables: &Tables, winner_only: bool) -> Result<Outc
             ProblemError::Pool(PoolError::Panicked(format!("while solving {}", game.kind().name())))
         })?
         .map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::games::{nim_square, stone_game_iv};
+
+    fn solver(inline_work: usize) -> Solver {
+        let tables = Arc::new(Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT));
+        Solver::new(tables, SolverConfig { inline_work, ..SolverConfig::default() })
+    }
+
+    /// A batch of `rows` tagged problems: piles, every seventh a string that is no Sum Game.
+    fn batch(rows: usize) -> Vec<(usize, Problem)> {
+        (0..rows)
+            .map(|row| match row % 7 {
+                6 => (row, Ok(Game::SumGame("1?x".into()))),
+                _ => (row, Ok(Game::StoneGameIv(row as u64 * 7919 % 100_000))),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn vectors_kept_from_batch_to_batch_answer_as_fresh_ones_and_keep_their_room() {
+        // Inline and on the pool; a smaller batch after a larger one, then a larger again.
+        for inline_work in [0, usize::MAX] {
+            let solver = solver(inline_work);
+            let mut buffers = BatchBuffers::default();
+            for rows in [5_000, 300, 0, 9_000] {
+                let fresh =
+                    solver.solve_batch(batch(rows), false, |row, result| (row, result)).await.unwrap();
+                buffers.problems.extend(batch(rows));
+                let room = buffers.problems.capacity();
+                buffers = solver.solve_into(buffers, false, |row, result| (row, result)).await.unwrap();
+                assert_eq!(buffers.results, fresh, "{rows} rows, inline_work {inline_work}");
+                assert!(buffers.problems.is_empty());
+                assert_eq!(buffers.problems.capacity(), room, "the problems' vector is kept");
+            }
+        }
+    }
 }

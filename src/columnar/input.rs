@@ -60,12 +60,23 @@ pub enum ColumnError {
 /// The problems of `batch`, one a row in order, read from the input columns that `games`
 /// names (other columns are ignored).
 pub fn problems(batch: &RecordBatch, games: Games) -> Result<Vec<Problem>, ColumnError> {
+    let mut problems = Vec::with_capacity(batch.num_rows());
+    problems_into(batch, games, &mut problems)?;
+    Ok(problems)
+}
+
+/// [`problems`] appended to `into`: a vector kept from batch to batch, for one.
+pub fn problems_into(
+    batch: &RecordBatch,
+    games: Games,
+    into: &mut impl Extend<Problem>,
+) -> Result<(), ColumnError> {
     let rows = 0..batch.num_rows();
     match games {
         Games::One(game) => {
             let input =
                 Input::find(batch, game)?.ok_or(ColumnError::Missing { game, column: game.input() })?;
-            Ok(rows.map(|row| input.problem(row)).collect())
+            into.extend(rows.map(|row| input.problem(row)));
         }
         Games::Mixed => {
             let mut inputs = Vec::with_capacity(GameKind::ALL.len());
@@ -75,9 +86,10 @@ pub fn problems(batch: &RecordBatch, games: Games) -> Result<Vec<Problem>, Colum
             if inputs.is_empty() {
                 return Err(ColumnError::NoGameColumn);
             }
-            Ok(rows.map(|row| mixed_problem(&inputs, row)).collect())
+            into.extend(rows.map(|row| mixed_problem(&inputs, row)));
         }
     }
+    Ok(())
 }
 
 /// The batch's `id` column and its field, if it has one; any type is echoed back.

@@ -26,7 +26,7 @@ mod input;
 mod messages;
 mod output;
 
-pub use input::{id_column, problems, ColumnError};
+pub use input::{id_column, problems, problems_into, ColumnError};
 pub use messages::BatchEncoder;
 pub use output::{AnswerColumns, SolutionsBuilder};
 

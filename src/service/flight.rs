@@ -35,7 +35,8 @@ use tonic::{Request, Response, Status, Streaming};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games, SolutionsBuilder};
 use crate::convert::ProblemError;
-use crate::solver::Solver;
+use crate::games::Outcome;
+use crate::solver::{BatchBuffers, Problem, Solver};
 
 /// The Flight service's name, as reflection and the metrics know it.
 pub const SERVICE_NAME: &str =
@@ -59,6 +60,7 @@ pub const METHODS: [&str; 10] = [
 #[derive(Debug, Clone)]
 pub struct FlightSolverService {
     solver: Arc<Solver>,
+    spare: Arc<SpareBuffers>,
     /// The largest message the server sends (`--max-message-bytes`).
     max_message_bytes: usize,
 }
@@ -66,7 +68,7 @@ pub struct FlightSolverService {
 impl FlightSolverService {
     /// A service over `solver` that sends no message above `max_message_bytes`.
     pub fn new(solver: Arc<Solver>, max_message_bytes: usize) -> Self {
-        FlightSolverService { solver, max_message_bytes }
+        FlightSolverService { solver, spare: Arc::default(), max_message_bytes }
     }
 }
 
@@ -168,26 +170,75 @@ fn weight(batch: &RecordBatch) -> usize {
     batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<crate::solver::Problem>()
 }
 
+/// The vectors of one batch solved: its problems (untagged: an answer's place is its
+/// row) and their results.
+type Buffers = BatchBuffers<(), Result<Outcome, ProblemError>>;
+
+/// The most memory [`SpareBuffers`] keeps, whatever the clients send.
+const SPARE_BYTES: usize = 16 << 20;
+
+/// Batch vectors kept for the next batch of any exchange, up to [`SPARE_BYTES`] in all, so
+/// that a stream of batches reuses memory the allocator would otherwise hand back to the OS
+/// between two batches and fault in again (docs/performance.md). Server-wide, so that no
+/// client holds more by opening exchanges.
+#[derive(Debug, Default)]
+struct SpareBuffers(parking_lot::Mutex<Vec<Buffers>>);
+
+impl SpareBuffers {
+    /// Empty vectors, with room from an earlier batch when some is spare.
+    fn take(&self) -> Buffers {
+        self.0.lock().pop().unwrap_or_default()
+    }
+
+    /// Keeps `buffers` for a later batch, emptied, if they fit in what is kept.
+    fn give_back(&self, mut buffers: Buffers) {
+        buffers.problems.clear();
+        buffers.results.clear();
+        let mut spare = self.0.lock();
+        if spare.iter().chain([&buffers]).map(held_bytes).sum::<usize>() <= SPARE_BYTES {
+            spare.push(buffers);
+        }
+    }
+}
+
+/// The memory `buffers`' vectors hold.
+fn held_bytes(buffers: &Buffers) -> usize {
+    buffers.problems.capacity() * std::mem::size_of::<((), Problem)>()
+        + buffers.results.capacity() * std::mem::size_of::<Result<Outcome, ProblemError>>()
+}
+
+/// Appends problems to a batch's untagged problem vector.
+struct Untagged<'a>(&'a mut Vec<((), Problem)>);
+
+impl Extend<Problem> for Untagged<'_> {
+    fn extend<I: IntoIterator<Item = Problem>>(&mut self, problems: I) {
+        self.0.extend(problems.into_iter().map(|problem| ((), problem)));
+    }
+}
+
 /// Solves one batch of problems into its batch of solutions.
 async fn solve_batch(
     solver: &Solver,
+    spare: &SpareBuffers,
     descriptor: Descriptor,
     batch: RecordBatch,
 ) -> Result<RecordBatch, Status> {
     let invalid = |err: columnar::ColumnError| Status::invalid_argument(err.to_string());
     let id = columnar::id_column(&batch).map_err(invalid)?;
-    let problems = columnar::problems(&batch, descriptor.games).map_err(invalid)?;
+    let mut buffers = spare.take();
+    columnar::problems_into(&batch, descriptor.games, &mut Untagged(&mut buffers.problems))
+        .map_err(invalid)?;
     drop(batch);
-    let rows = problems.len();
-    let problems = problems.into_iter().map(|problem| ((), problem)).collect();
-    let results = solver
-        .solve_batch(problems, descriptor.winner_only, |(), result| result)
+    let rows = buffers.problems.len();
+    let buffers = solver
+        .solve_into(buffers, descriptor.winner_only, |(), result| result)
         .await
         .map_err(|err| Status::from(ProblemError::from(err)))?;
     let mut solutions = SolutionsBuilder::new(descriptor.games, rows);
-    for result in &results {
+    for result in &buffers.results {
         solutions.append(result);
     }
+    spare.give_back(buffers);
     solutions.finish(id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)))).map_err(internal)
 }
 
@@ -295,9 +346,10 @@ impl FlightService for FlightSolverService {
         let idle = config.stream_idle_timeout.0;
         let requests = batches(request.into_inner());
         let weigh = |(_, batch): &(Descriptor, RecordBatch)| weight(batch);
+        let spare = Arc::clone(&self.spare);
         let answers = solve_in_order(requests, budget, idle, weigh, move |(descriptor, batch)| {
-            let solver = Arc::clone(&solver);
-            async move { solve_batch(&solver, descriptor, batch).await }
+            let (solver, spare) = (Arc::clone(&solver), Arc::clone(&spare));
+            async move { solve_batch(&solver, &spare, descriptor, batch).await }
         });
         let mut encoder = AnswerEncoder::new(self.max_message_bytes);
         let messages =
@@ -323,5 +375,41 @@ impl FlightService for FlightSolverService {
         _request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
         Ok(Response::new(Box::pin(futures::stream::empty())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Emptied vectors with room for `rows` problems and as many results.
+    fn buffers(rows: usize) -> Buffers {
+        BatchBuffers { problems: Vec::with_capacity(rows), results: Vec::with_capacity(rows) }
+    }
+
+    #[test]
+    fn spare_vectors_come_back_empty_with_their_room_and_never_hold_more_than_the_bound() {
+        let spare = SpareBuffers::default();
+        let mut used = buffers(1_000);
+        used.results.push(Ok(Outcome::BOB));
+        spare.give_back(used);
+        let taken = spare.take();
+        assert!(taken.problems.is_empty() && taken.results.is_empty());
+        assert!(taken.problems.capacity() >= 1_000 && taken.results.capacity() >= 1_000);
+        assert_eq!(spare.take().problems.capacity(), 0, "one kept, one taken: the next is new");
+
+        let row_bytes =
+            std::mem::size_of::<((), Problem)>() + std::mem::size_of::<Result<Outcome, ProblemError>>();
+        let rows = SPARE_BYTES / row_bytes / 3;
+        for _ in 0..10 {
+            spare.give_back(buffers(rows));
+        }
+        let kept = spare.0.lock();
+        assert_eq!(kept.len(), 3, "as many as fit in {SPARE_BYTES} bytes");
+        assert!(kept.iter().map(held_bytes).sum::<usize>() <= SPARE_BYTES);
+        drop(kept);
+        let spare = SpareBuffers::default();
+        spare.give_back(buffers(SPARE_BYTES / row_bytes + 1));
+        assert!(spare.0.lock().is_empty(), "a batch larger than the bound alone is not kept");
     }
 }
