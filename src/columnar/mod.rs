@@ -13,7 +13,7 @@
 //! that is not null; a second element `winner_only` skips the moves.
 //!
 //! Beside the contract: [`problems`] reads a batch's rows into the domain problems every
-//! door hands the solver, and [`SolutionsBuilder`] writes their results into a table of
+//! door hands the solver, and [`solutions`] writes their results into a table of
 //! solutions, and [`BatchEncoder`] turns either into the Flight messages that carry it.
 
 use std::sync::Arc;
@@ -28,7 +28,7 @@ mod output;
 
 pub use input::{id_column, problems, problems_into, ColumnError};
 pub use messages::BatchEncoder;
-pub use output::{AnswerColumns, SolutionsBuilder};
+pub use output::{solutions, AnswerColumns};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";

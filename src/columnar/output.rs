@@ -14,49 +14,57 @@ use super::{output_schema, AnswerColumn, Games};
 use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player};
 
-/// Builds the table of solutions of one batch, a result at a time.
-#[derive(Debug)]
-pub struct SolutionsBuilder {
+/// The table of solutions of one batch's `results`, one row a result, with `id` (the
+/// problems' id column and its field) first when given. Written a column at a time: each
+/// column's values in one pass over the results, its validity packed 64 rows at a time.
+pub fn solutions(
     games: Games,
-    alice_wins: Nullable<bool>,
-    answers: AnswerColumns,
-    errors: ErrorColumns,
+    results: &[Result<Outcome, ProblemError>],
+    id: Option<(&Field, ArrayRef)>,
+) -> Result<RecordBatch, ArrowError> {
+    let schema = output_schema(games, id.as_ref().map(|(field, _)| *field));
+    let rows = results.len();
+    let outcome = |row: usize| results[row].as_ref().ok();
+    let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
+    let alice_wins = BooleanBuffer::collect_bool(rows, |row| {
+        outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
+    });
+    columns.push(Arc::new(BooleanArray::new(alice_wins, nulls(rows, |row| outcome(row).is_some()))));
+    for column in AnswerColumn::of(games) {
+        let source = Source::of(column);
+        let value = |row: usize| {
+            outcome(row)
+                .and_then(|outcome| source.value(outcome.winning_move.map(|m| m.values()), outcome.nim_value))
+        };
+        columns.push(match column.data_type() {
+            // A `uint32` column's values come from `uint32` fields.
+            DataType::UInt32 => {
+                Arc::new(primitive::<UInt32Type>(rows, |row| value(row).map(|value| value as u32)))
+            }
+            _ => Arc::new(primitive::<UInt64Type>(rows, value)),
+        });
+    }
+    let mut errors = ErrorColumns::default();
+    for result in results {
+        errors.append(result.as_ref().err());
+    }
+    columns.extend(errors.finish());
+    RecordBatch::try_new(Arc::new(schema), columns)
 }
 
-impl SolutionsBuilder {
-    /// An empty table of `games` solutions, with room for `rows`.
-    pub fn new(games: Games, rows: usize) -> Self {
-        SolutionsBuilder {
-            games,
-            alice_wins: Nullable::with_capacity(rows),
-            answers: AnswerColumns::new(games, rows),
-            errors: ErrorColumns::default(),
-        }
-    }
+/// The validity of `rows` rows, none when every row is valid.
+fn nulls(rows: usize, valid: impl FnMut(usize) -> bool) -> Option<NullBuffer> {
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(rows, valid));
+    (nulls.null_count() > 0).then_some(nulls)
+}
 
-    /// Appends one problem's result as the next row.
-    pub fn append(&mut self, result: &Result<Outcome, ProblemError>) {
-        let (outcome, error) = match result {
-            Ok(outcome) => (Some(outcome), None),
-            Err(err) => (None, Some(err)),
-        };
-        self.alice_wins.push(outcome.map(|outcome| outcome.winner == Player::Alice));
-        self.answers.append(
-            outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
-            outcome.and_then(|outcome| outcome.nim_value),
-        );
-        self.errors.append(error);
-    }
-
-    /// The table, with `id` (the problems' id column and its field) first when given.
-    pub fn finish(mut self, id: Option<(&Field, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
-        let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
-        let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-        columns.push(Arc::new(self.alice_wins.finish_bool()));
-        columns.extend(self.answers.finish());
-        columns.extend(self.errors.finish());
-        RecordBatch::try_new(Arc::new(schema), columns)
-    }
+/// A nullable column of `rows` rows, `value(row)` each (its default under a null).
+fn primitive<P: ArrowPrimitiveType>(
+    rows: usize,
+    value: impl Fn(usize) -> Option<P::Native>,
+) -> PrimitiveArray<P> {
+    let values: Vec<P::Native> = (0..rows).map(|row| value(row).unwrap_or_default()).collect();
+    PrimitiveArray::new(ScalarBuffer::from(values), nulls(rows, |row| value(row).is_some()))
 }
 
 /// A nullable column being built: its values (the default under a null row) and which
@@ -83,13 +91,6 @@ impl<T: Copy + Default> Nullable<T> {
     fn take_nulls(&mut self) -> Option<NullBuffer> {
         let nulls = NullBuffer::from(std::mem::take(&mut self.valid));
         (nulls.null_count() > 0).then_some(nulls)
-    }
-}
-
-impl Nullable<bool> {
-    fn finish_bool(&mut self) -> BooleanArray {
-        let nulls = self.take_nulls();
-        BooleanArray::new(BooleanBuffer::from(std::mem::take(&mut self.values)), nulls)
     }
 }
 
@@ -161,6 +162,18 @@ impl Source {
             AnswerColumn::NimValue => Source::NimValue,
         }
     }
+
+    /// The column's value in a row with this move (its game and values) and nim value;
+    /// none when the row's game does not fill the column.
+    #[inline]
+    fn value(self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) -> Option<u64> {
+        match self {
+            Source::Move(at) => {
+                game_move.and_then(|(kind, values)| at[kind.index()].map(|at| values[usize::from(at)]))
+            }
+            Source::NimValue => nim_value.map(u64::from),
+        }
+    }
 }
 
 /// The values of a `uint64` or a `uint32` column.
@@ -185,12 +198,7 @@ impl AnswerColumns {
     #[inline]
     pub fn append(&mut self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) {
         for (source, values) in &mut self.0 {
-            let value = match source {
-                Source::Move(at) => {
-                    game_move.and_then(|(kind, values)| at[kind.index()].map(|at| values[usize::from(at)]))
-                }
-                Source::NimValue => nim_value.map(u64::from),
-            };
+            let value = source.value(game_move, nim_value);
             match values {
                 Values::U64(values) => values.push(value),
                 // A `uint32` column's values come from `uint32` fields.
@@ -233,13 +241,9 @@ mod tests {
             Ok(Outcome::BOB),
             Err(ProblemError::from(SolveError::OddLength { len: 3 })),
         ];
-        let mut builder = SolutionsBuilder::new(Games::Mixed, results.len());
-        for result in &results {
-            builder.append(result);
-        }
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..6));
         let id = Field::new("id", DataType::Int64, false);
-        let batch = builder.finish(Some((&id, ids.clone()))).unwrap();
+        let batch = solutions(Games::Mixed, &results, Some((&id, ids.clone()))).unwrap();
         assert_eq!(batch.schema().as_ref(), &output_schema(Games::Mixed, Some(&id)));
         assert_eq!(batch.column(0), &ids);
         let u64s = |name| {
@@ -264,7 +268,7 @@ mod tests {
 
     #[test]
     fn one_games_table_has_only_its_columns_and_may_be_empty() {
-        let batch = SolutionsBuilder::new(Games::One(GameKind::StoneGameIv), 0).finish(None).unwrap();
+        let batch = solutions(Games::One(GameKind::StoneGameIv), &[], None).unwrap();
         assert_eq!(batch.schema().as_ref(), &output_schema(Games::One(GameKind::StoneGameIv), None));
         assert_eq!(batch.num_rows(), 0);
         assert!(batch.columns().iter().all(|column| column.is_empty()));

@@ -33,7 +33,7 @@ use prost::Message;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
-use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games, SolutionsBuilder};
+use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
 use crate::convert::ProblemError;
 use crate::games::Outcome;
 use crate::solver::{BatchBuffers, Problem, Solver};
@@ -229,17 +229,14 @@ async fn solve_batch(
     columnar::problems_into(&batch, descriptor.games, &mut Untagged(&mut buffers.problems))
         .map_err(invalid)?;
     drop(batch);
-    let rows = buffers.problems.len();
     let buffers = solver
         .solve_into(buffers, descriptor.winner_only, |(), result| result)
         .await
         .map_err(|err| Status::from(ProblemError::from(err)))?;
-    let mut solutions = SolutionsBuilder::new(descriptor.games, rows);
-    for result in &buffers.results {
-        solutions.append(result);
-    }
+    let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));
+    let solutions = columnar::solutions(descriptor.games, &buffers.results, id).map_err(internal);
     spare.give_back(buffers);
-    solutions.finish(id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)))).map_err(internal)
+    solutions
 }
 
 /// Turns answer batches into Flight messages ([`BatchEncoder`]), none above the
