@@ -109,6 +109,7 @@ fn column(batch: &RecordBatch, name: &'static str) -> Result<Option<usize>, Colu
 }
 
 /// The row's problem in a `mixed` batch: the one game whose input is not null.
+#[inline]
 fn mixed_problem(inputs: &[Input<'_>], row: usize) -> Problem {
     let mut set = inputs.iter().filter(|input| !input.is_null(row));
     match (set.next(), set.next()) {
@@ -155,6 +156,7 @@ impl<'a> Input<'a> {
         column.map(|column| Some(Input { game, column })).ok_or_else(wrong_type)
     }
 
+    #[inline]
     fn is_null(&self, row: usize) -> bool {
         match &self.column {
             Column::Strings(strings) => strings.get(row).is_none(),
@@ -164,6 +166,7 @@ impl<'a> Input<'a> {
     }
 
     /// The problem in `row`, or why it has none.
+    #[inline]
     fn problem(&self, row: usize) -> Problem {
         let game = self.game;
         let null = || ProblemError::NullInput { game, index: None };
