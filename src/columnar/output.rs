@@ -89,8 +89,8 @@ impl<T: Copy + Default> Nullable<T> {
 
     /// The rows' validity, none when every row is valid; empty again afterwards.
     fn take_nulls(&mut self) -> Option<NullBuffer> {
-        let nulls = NullBuffer::from(std::mem::take(&mut self.valid));
-        (nulls.null_count() > 0).then_some(nulls)
+        let valid = std::mem::take(&mut self.valid);
+        nulls(valid.len(), |row| valid[row])
     }
 }
 
