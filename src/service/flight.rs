@@ -167,7 +167,7 @@ fn batches(
 /// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
 /// problems).
 fn weight(batch: &RecordBatch) -> usize {
-    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<crate::solver::Problem>()
+    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<Problem>()
 }
 
 /// The vectors of one batch solved: its problems (untagged: an answer's place is its
