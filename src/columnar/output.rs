@@ -7,16 +7,17 @@ use std::sync::Arc;
 use arrow_array::builder::StringBuilder;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
-use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, NullBuffer, NullBufferBuilder, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
 use crate::convert::ProblemError;
-use crate::games::{GameKind, MoveValues, Outcome, Player};
+use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
-/// problems' id column and its field) first when given. Written a column at a time: each
-/// column's values in one pass over the results, its validity packed 64 rows at a time.
+/// problems' id column and its field) first when given. Written in one pass over the
+/// results: each row's move is read once, and its columns' values and validity are
+/// appended to plain vectors and bitmaps, packed into Arrow's arrays at the end.
 pub fn solutions(
     games: Games,
     results: &[Result<Outcome, ProblemError>],
@@ -24,79 +25,60 @@ pub fn solutions(
 ) -> Result<RecordBatch, ArrowError> {
     let schema = output_schema(games, id.as_ref().map(|(field, _)| *field));
     let rows = results.len();
-    let outcome = |row: usize| results[row].as_ref().ok();
-    let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-    let alice_wins = BooleanBuffer::collect_bool(rows, |row| {
-        outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
-    });
-    columns.push(Arc::new(BooleanArray::new(alice_wins, nulls(rows, |row| outcome(row).is_some()))));
-    for column in AnswerColumn::of(games) {
-        let source = Source::of(column);
-        let value = |row: usize| {
-            outcome(row)
-                .and_then(|outcome| source.value(outcome.winning_move.map(|m| m.values()), outcome.nim_value))
-        };
-        columns.push(match column.data_type() {
-            // A `uint32` column's values come from `uint32` fields.
-            DataType::UInt32 => {
-                Arc::new(primitive::<UInt32Type>(rows, |row| value(row).map(|value| value as u32)))
-            }
-            _ => Arc::new(primitive::<UInt64Type>(rows, value)),
-        });
-    }
+    // Plain vectors, pushed without a branch on the winner, packed at the end.
+    let mut alice_wins = Vec::with_capacity(rows);
+    let mut solved = NullBufferBuilder::new(rows);
+    let mut answers = AnswerColumns::new(games, rows);
     let mut errors = ErrorColumns::default();
     for result in results {
-        errors.append(result.as_ref().err());
+        match result {
+            Ok(outcome) => {
+                alice_wins.push(outcome.winner == Player::Alice);
+                solved.append_non_null();
+                answers.append(outcome.winning_move.map(|m| m.values()), outcome.nim_value);
+                errors.append(None);
+            }
+            Err(err) => {
+                alice_wins.push(false);
+                solved.append_null();
+                answers.append(None, None);
+                errors.append(Some(err));
+            }
+        }
     }
+    let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
+    let alice_wins = BooleanBuffer::collect_bool(rows, |row| alice_wins[row]);
+    columns.push(Arc::new(BooleanArray::new(alice_wins, solved.finish())));
+    columns.extend(answers.finish());
     columns.extend(errors.finish());
     RecordBatch::try_new(Arc::new(schema), columns)
 }
 
-/// The validity of `rows` rows, none when every row is valid.
-fn nulls(rows: usize, valid: impl FnMut(usize) -> bool) -> Option<NullBuffer> {
-    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(rows, valid));
-    (nulls.null_count() > 0).then_some(nulls)
-}
-
-/// A nullable column of `rows` rows, `value(row)` each (its default under a null).
-fn primitive<P: ArrowPrimitiveType>(
-    rows: usize,
-    value: impl Fn(usize) -> Option<P::Native>,
-) -> PrimitiveArray<P> {
-    let values: Vec<P::Native> = (0..rows).map(|row| value(row).unwrap_or_default()).collect();
-    PrimitiveArray::new(ScalarBuffer::from(values), nulls(rows, |row| value(row).is_some()))
-}
-
 /// A nullable column being built: its values (the default under a null row) and which
-/// rows are valid, packed into Arrow's buffers once, when the column is finished, rather
-/// than a bit at a time through a builder.
-#[derive(Debug, Default)]
+/// rows are valid, each in a plain vector (pushed without a branch on the value), packed
+/// into Arrow's buffers once, when the column is finished.
+#[derive(Debug)]
 struct Nullable<T> {
     values: Vec<T>,
     valid: Vec<bool>,
 }
 
-impl<T: Copy + Default> Nullable<T> {
+impl<T: arrow_buffer::ArrowNativeType> Nullable<T> {
     fn with_capacity(rows: usize) -> Self {
         Nullable { values: Vec::with_capacity(rows), valid: Vec::with_capacity(rows) }
     }
 
     #[inline]
-    fn push(&mut self, value: Option<T>) {
-        self.values.push(value.unwrap_or_default());
-        self.valid.push(value.is_some());
+    fn push(&mut self, value: T, valid: bool) {
+        self.values.push(value);
+        self.valid.push(valid);
     }
 
-    /// The rows' validity, none when every row is valid; empty again afterwards.
-    fn take_nulls(&mut self) -> Option<NullBuffer> {
-        let valid = std::mem::take(&mut self.valid);
-        nulls(valid.len(), |row| valid[row])
-    }
-}
-
-impl<T: Copy + Default + arrow_buffer::ArrowNativeType> Nullable<T> {
+    /// The column built so far; empty again afterwards.
     fn finish_primitive<P: ArrowPrimitiveType<Native = T>>(&mut self) -> PrimitiveArray<P> {
-        let nulls = self.take_nulls();
+        let valid = std::mem::take(&mut self.valid);
+        let nulls = NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |row| valid[row]));
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
         PrimitiveArray::new(ScalarBuffer::from(std::mem::take(&mut self.values)), nulls)
     }
 }
@@ -146,32 +128,67 @@ pub struct AnswerColumns(Vec<(Source, Values)>);
 /// Where a column's value comes from in a row.
 #[derive(Debug, Clone, Copy)]
 enum Source {
-    /// The move's value at this place among its game's fields, by game
-    /// ([`GameKind::index`]); none for a game without the field.
-    Move([Option<u8>; GameKind::ALL.len()]),
+    /// The move's value at this place in the row's [`Row::values`], by the row's
+    /// [`Row::slot`]; [`Row::ABSENT`] for a game without the field and for a row without a
+    /// move.
+    Move([u8; Row::SLOTS]),
     NimValue,
+}
+
+/// A row as the answer columns read it, each column's value found without a branch on
+/// the row's game: in mixed batches the game changes from row to row, and a branch on it
+/// a column was mispredicted about every other row.
+struct Row {
+    /// The move's game ([`GameKind::index`]), or [`Row::NO_MOVE`].
+    slot: usize,
+    /// The move's values, then a 0 at [`Row::ABSENT`].
+    values: [u64; MOST_MOVE_FIELDS + 1],
+    nim_value: Option<u32>,
+}
+
+impl Row {
+    /// A slot for each game, then one for a row without a move.
+    const SLOTS: usize = GameKind::ALL.len() + 1;
+    const NO_MOVE: usize = GameKind::ALL.len();
+    /// Where a field no game's move has is read: always 0, and the column is null there.
+    const ABSENT: u8 = MOST_MOVE_FIELDS as u8;
+
+    #[inline]
+    fn new(game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) -> Self {
+        let (slot, moved) =
+            game_move.map_or((Row::NO_MOVE, [0; MOST_MOVE_FIELDS]), |(kind, values)| (kind.index(), values));
+        let mut values = [0; MOST_MOVE_FIELDS + 1];
+        values[..MOST_MOVE_FIELDS].copy_from_slice(&moved);
+        Row { slot, values, nim_value }
+    }
 }
 
 impl Source {
     fn of(column: AnswerColumn) -> Self {
         match column {
-            AnswerColumn::Move(field) => Source::Move(
-                GameKind::ALL
-                    .map(|kind| kind.move_fields().iter().position(|&f| f == field).map(|at| at as u8)),
-            ),
+            AnswerColumn::Move(field) => {
+                let mut at = [Row::ABSENT; Row::SLOTS];
+                for kind in GameKind::ALL {
+                    if let Some(place) = kind.move_fields().iter().position(|&f| f == field) {
+                        at[kind.index()] = place as u8;
+                    }
+                }
+                Source::Move(at)
+            }
             AnswerColumn::NimValue => Source::NimValue,
         }
     }
 
-    /// The column's value in a row with this move (its game and values) and nim value;
-    /// none when the row's game does not fill the column.
+    /// The column's value in `row` and whether it is valid (the row's game fills the
+    /// column); 0 when it is not.
     #[inline]
-    fn value(self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) -> Option<u64> {
+    fn value(self, row: &Row) -> (u64, bool) {
         match self {
             Source::Move(at) => {
-                game_move.and_then(|(kind, values)| at[kind.index()].map(|at| values[usize::from(at)]))
+                let at = at[row.slot];
+                (row.values[usize::from(at)], at != Row::ABSENT)
             }
-            Source::NimValue => nim_value.map(u64::from),
+            Source::NimValue => (u64::from(row.nim_value.unwrap_or(0)), row.nim_value.is_some()),
         }
     }
 }
@@ -197,12 +214,13 @@ impl AnswerColumns {
     /// there is a move, and the nim value; a column the row's game does not fill is null.
     #[inline]
     pub fn append(&mut self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) {
+        let row = Row::new(game_move, nim_value);
         for (source, values) in &mut self.0 {
-            let value = source.value(game_move, nim_value);
+            let (value, valid) = source.value(&row);
             match values {
-                Values::U64(values) => values.push(value),
+                Values::U64(values) => values.push(value, valid),
                 // A `uint32` column's values come from `uint32` fields.
-                Values::U32(values) => values.push(value.map(|value| value as u32)),
+                Values::U32(values) => values.push(value as u32, valid),
             }
         }
     }
