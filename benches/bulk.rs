@@ -7,9 +7,10 @@
 //!   `solve` it (`service::grpc::solve_batch`: convert, fan out, solve, build the solutions),
 //!   `encode` the response (`encode_prost`: with prost's encoder), and `all` three in a
 //!   row;
-//! - `columnar/*`: what the Flight door does with a decoded batch of 65,536 `mixed` rows
-//!   (`gen`'s default mix, as a table): read its `problems` (`columnar::problems`), and
-//!   write the `solutions` of its results (`columnar::solutions`).
+//! - `columnar/*`: what the Flight door does with a decoded batch of 65,536 rows, `mixed`
+//!   (`gen`'s default mix, as a table) or `stone_game_iv` (`--mix iv=1 --iv-n 0..1000000`,
+//!   as `bench/flight.py` sends): read its `problems` (`columnar::problems`), and write the
+//!   `solutions` of its results (`columnar::solutions`).
 //!
 //! Shapes: `small` is `gen --seed 3` with its defaults, `mixed` adds
 //! `--sum-len 2..40 --ix-len 1..30 --ix-value 1..10000 --iv-n 0..1000000`, and
@@ -29,7 +30,7 @@ use gamesolver::client::gen::{self, GenConfig, Sizes};
 use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
 use gamesolver::columnar::{self, Games};
-use gamesolver::games::{InputRef, Tables};
+use gamesolver::games::{GameKind, InputRef, Tables};
 use gamesolver::pb;
 use gamesolver::solver::{Solver, SolverConfig};
 use prost::Message;
@@ -161,29 +162,39 @@ fn server(c: &mut Criterion) {
 /// Rows of a Flight batch, as the bulk client sends them.
 const TABLE_BATCH: usize = 1 << 16;
 
+/// A table batch of `gen`'s problems under `config`, read back as one record batch.
+fn table_batch(config: &GenConfig) -> RecordBatch {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    gen::generate_table(config, Format::Arrows, Box::new(file.reopen().unwrap())).unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(file.reopen().unwrap(), None).unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
 fn columnar(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let solver = Solver::new(Arc::new(Tables::new(1_000_000_000, 1_000)), SolverConfig::default());
-    let file = tempfile::NamedTempFile::new().unwrap();
     let config = GenConfig { count: TABLE_BATCH as u64, seed: 5, ..GenConfig::default() };
-    gen::generate_table(&config, Format::Arrows, Box::new(file.reopen().unwrap())).unwrap();
-    let reader = arrow_ipc::reader::StreamReader::try_new(file.reopen().unwrap(), None).unwrap();
-    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
-    let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
-    assert_eq!(batch.num_rows(), TABLE_BATCH, "one batch holds the whole table");
-    let problems = || columnar::problems(&batch, Games::Mixed).unwrap();
-    let solve = |problems: Vec<gamesolver::solver::Problem>| {
-        let tagged = problems.into_iter().map(|problem| ((), problem)).collect();
-        runtime.block_on(solver.solve_batch(tagged, false, |(), result| result)).unwrap()
+    let iv = GenConfig {
+        mix: "iv=1".parse().unwrap(),
+        sizes: Sizes::default().with("iv-n", 0..=1_000_000).unwrap(),
+        ..config.clone()
     };
-    let results = solve(problems());
+    let shapes = [("mixed", Games::Mixed, config), ("stone_game_iv", Games::One(GameKind::StoneGameIv), iv)];
 
     let mut group = c.benchmark_group("columnar");
     group.throughput(Throughput::Elements(TABLE_BATCH as u64));
-    group.bench_function(BenchmarkId::new("problems", "mixed"), |b| b.iter(problems));
-    group.bench_function(BenchmarkId::new("solutions", "mixed"), |b| {
-        b.iter(|| columnar::solutions(Games::Mixed, black_box(&results), None).unwrap())
-    });
+    for (name, games, config) in shapes {
+        let batch = table_batch(&config);
+        assert_eq!(batch.num_rows(), TABLE_BATCH, "one batch holds the whole table");
+        let problems = || columnar::problems(&batch, games).unwrap();
+        let tagged = problems().into_iter().map(|problem| ((), problem)).collect();
+        let results = runtime.block_on(solver.solve_batch(tagged, false, |(), result| result)).unwrap();
+        group.bench_function(BenchmarkId::new("problems", name), |b| b.iter(problems));
+        group.bench_function(BenchmarkId::new("solutions", name), |b| {
+            b.iter(|| columnar::solutions(games, black_box(&results), None).unwrap())
+        });
+    }
     group.finish();
 }
 

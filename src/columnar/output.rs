@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_array::builder::StringBuilder;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
-use arrow_buffer::{BooleanBuffer, NullBuffer, NullBufferBuilder, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
@@ -15,9 +15,9 @@ use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
-/// problems' id column and its field) first when given. Written in one pass over the
-/// results: each row's move is read once, and its columns' values and validity are
-/// appended to plain vectors and bitmaps, packed into Arrow's arrays at the end.
+/// problems' id column and its field) first when given. `alice_wins` and its validity are
+/// packed 64 rows at a time straight from the results; the answer columns are written by
+/// [`AnswerColumns`], and the error columns a run of solved rows at a time.
 pub fn solutions(
     games: Games,
     results: &[Result<Outcome, ProblemError>],
@@ -25,60 +25,71 @@ pub fn solutions(
 ) -> Result<RecordBatch, ArrowError> {
     let schema = output_schema(games, id.as_ref().map(|(field, _)| *field));
     let rows = results.len();
-    // Plain vectors, pushed without a branch on the winner, packed at the end.
-    let mut alice_wins = Vec::with_capacity(rows);
-    let mut solved = NullBufferBuilder::new(rows);
+    let outcome = |row: usize| results[row].as_ref().ok();
+    let alice_wins = BooleanBuffer::collect_bool(rows, |row| {
+        outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
+    });
+    let solved = NullBuffer::new(BooleanBuffer::collect_bool(rows, |row| results[row].is_ok()));
     let mut answers = AnswerColumns::new(games, rows);
     let mut errors = ErrorColumns::default();
     for result in results {
-        match result {
-            Ok(outcome) => {
-                alice_wins.push(outcome.winner == Player::Alice);
-                solved.append_non_null();
-                answers.append(outcome.winning_move.map(|m| m.values()), outcome.nim_value);
-                errors.append(None);
-            }
-            Err(err) => {
-                alice_wins.push(false);
-                solved.append_null();
-                answers.append(None, None);
-                errors.append(Some(err));
-            }
-        }
+        let outcome = result.as_ref().ok();
+        answers.append(
+            outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
+            outcome.and_then(|outcome| outcome.nim_value),
+        );
+        errors.append(result.as_ref().err());
     }
     let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-    let alice_wins = BooleanBuffer::collect_bool(rows, |row| alice_wins[row]);
-    columns.push(Arc::new(BooleanArray::new(alice_wins, solved.finish())));
+    let solved = (solved.null_count() > 0).then_some(solved);
+    columns.push(Arc::new(BooleanArray::new(alice_wins, solved)));
     columns.extend(answers.finish());
     columns.extend(errors.finish());
     RecordBatch::try_new(Arc::new(schema), columns)
 }
 
-/// A nullable column being built: its values (the default under a null row) and which
-/// rows are valid, each in a plain vector (pushed without a branch on the value), packed
-/// into Arrow's buffers once, when the column is finished.
+/// A nullable column being built: its values (the default under a null row) in a plain
+/// vector, and which rows are valid packed 64 rows a word as they come, put into Arrow's
+/// buffers once, when the column is finished.
 #[derive(Debug)]
 struct Nullable<T> {
     values: Vec<T>,
-    valid: Vec<bool>,
+    /// Bit `i` of word `w`: row `64 w + i` is valid.
+    valid: Vec<u64>,
+    /// Rows without a null so far.
+    valid_rows: usize,
 }
 
 impl<T: arrow_buffer::ArrowNativeType> Nullable<T> {
     fn with_capacity(rows: usize) -> Self {
-        Nullable { values: Vec::with_capacity(rows), valid: Vec::with_capacity(rows) }
+        Nullable {
+            values: Vec::with_capacity(rows),
+            valid: Vec::with_capacity(rows.div_ceil(64)),
+            valid_rows: 0,
+        }
     }
 
+    /// Appends up to 64 rows, `value(row)` each: its value and whether it is valid. The
+    /// rows appended so far are a multiple of 64.
     #[inline]
-    fn push(&mut self, value: T, valid: bool) {
-        self.values.push(value);
-        self.valid.push(valid);
+    fn push_word(&mut self, rows: usize, mut value: impl FnMut(usize) -> (T, bool)) {
+        debug_assert!(rows <= 64 && self.values.len().is_multiple_of(64));
+        let mut word = 0;
+        for row in 0..rows {
+            let (value, valid) = value(row);
+            self.values.push(value);
+            word |= u64::from(valid) << row;
+        }
+        self.valid.push(word);
+        self.valid_rows += word.count_ones() as usize;
     }
 
     /// The column built so far; empty again afterwards.
     fn finish_primitive<P: ArrowPrimitiveType<Native = T>>(&mut self) -> PrimitiveArray<P> {
-        let valid = std::mem::take(&mut self.valid);
-        let nulls = NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |row| valid[row]));
-        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        let rows = self.values.len();
+        let words = std::mem::take(&mut self.valid);
+        let nulls = (std::mem::take(&mut self.valid_rows) < rows)
+            .then(|| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(words), 0, rows)));
         PrimitiveArray::new(ScalarBuffer::from(std::mem::take(&mut self.values)), nulls)
     }
 }
@@ -122,9 +133,15 @@ impl ErrorColumns {
 
 /// The answer columns ([`AnswerColumn::of`]) of a table being built, a row at a time:
 /// what the server's tables of solutions and the client's tables of answers both write.
+/// Rows are kept 64 at a time and then written a column at a time: in a column the
+/// same [`Source`] is read for every row (no branch on the row's game), and its
+/// validity is packed a word at once.
 #[derive(Debug)]
-pub struct AnswerColumns(Vec<(Source, Values)>);
-
+pub struct AnswerColumns {
+    columns: Vec<(Source, Values)>,
+    /// The rows not yet written, fewer than 64.
+    pending: Vec<Row>,
+}
 /// Where a column's value comes from in a row.
 #[derive(Debug, Clone, Copy)]
 enum Source {
@@ -138,6 +155,7 @@ enum Source {
 /// A row as the answer columns read it, each column's value found without a branch on
 /// the row's game: in mixed batches the game changes from row to row, and a branch on it
 /// a column was mispredicted about every other row.
+#[derive(Debug, Clone, Copy)]
 struct Row {
     /// The move's game ([`GameKind::index`]), or [`Row::NO_MOVE`].
     slot: usize,
@@ -201,33 +219,52 @@ enum Values {
 }
 
 impl AnswerColumns {
+    /// Rows written to the columns at a time: a word of validity.
+    const CHUNK: usize = 64;
+
     /// Empty columns of the answers `games` fill, with room for `rows`.
     pub fn new(games: Games, rows: usize) -> Self {
         let values = |column: AnswerColumn| match column.data_type() {
             DataType::UInt32 => Values::U32(Nullable::with_capacity(rows)),
             _ => Values::U64(Nullable::with_capacity(rows)),
         };
-        AnswerColumns(AnswerColumn::of(games).map(|column| (Source::of(column), values(column))).collect())
+        let columns = AnswerColumn::of(games).map(|column| (Source::of(column), values(column))).collect();
+        AnswerColumns { columns, pending: Vec::with_capacity(Self::CHUNK) }
     }
 
     /// Appends a row: the move's game and values ([`crate::games::Move::values`]), if
     /// there is a move, and the nim value; a column the row's game does not fill is null.
     #[inline]
     pub fn append(&mut self, game_move: Option<(GameKind, MoveValues)>, nim_value: Option<u32>) {
-        let row = Row::new(game_move, nim_value);
-        for (source, values) in &mut self.0 {
-            let (value, valid) = source.value(&row);
+        self.pending.push(Row::new(game_move, nim_value));
+        if self.pending.len() == Self::CHUNK {
+            self.write_pending();
+        }
+    }
+
+    /// Writes the pending rows to every column.
+    fn write_pending(&mut self) {
+        let rows = &self.pending;
+        for (source, values) in &mut self.columns {
+            let source = *source;
             match values {
-                Values::U64(values) => values.push(value, valid),
+                Values::U64(values) => values.push_word(rows.len(), |row| source.value(&rows[row])),
                 // A `uint32` column's values come from `uint32` fields.
-                Values::U32(values) => values.push(value as u32, valid),
+                Values::U32(values) => values.push_word(rows.len(), |row| {
+                    let (value, valid) = source.value(&rows[row]);
+                    (value as u32, valid)
+                }),
             }
         }
+        self.pending.clear();
     }
 
     /// The columns built so far, in table order; the columns are empty again.
     pub fn finish(&mut self) -> impl Iterator<Item = ArrayRef> + '_ {
-        self.0.iter_mut().map(|(_, values)| match values {
+        if !self.pending.is_empty() {
+            self.write_pending();
+        }
+        self.columns.iter_mut().map(|(_, values)| match values {
             Values::U64(values) => Arc::new(values.finish_primitive::<UInt64Type>()) as ArrayRef,
             Values::U32(values) => Arc::new(values.finish_primitive::<UInt32Type>()) as ArrayRef,
         })
