@@ -280,7 +280,7 @@ mod tests {
 
     use super::*;
     use crate::games::nim_square::NimSquareMove;
-    use crate::games::{Move, SolveError};
+    use crate::games::{Move, MoveField, SolveError};
 
     #[test]
     fn each_result_fills_its_own_columns_and_errors_leave_the_answer_null() {
@@ -319,6 +319,61 @@ mod tests {
         assert_eq!(strings("error_reason"), [None, None, None, None, None, Some("ODD_LENGTH")]);
         let message = "sum game: length 3 is odd; the string must split into two equal halves";
         assert_eq!(strings("error_message"), [None, None, None, None, None, Some(message)]);
+    }
+
+    /// Rows across several 64-row words, the last one partial, and a writer used for a
+    /// second table after `finish`: every value and null where a row at a time puts it.
+    #[test]
+    fn answers_across_words_and_tables_land_in_their_rows() {
+        let result = |row: u64| match row % 7 {
+            0 => Ok(Outcome::alice(Some(Move::SumGame { index: row, digit: (row % 10) as u8 }))),
+            1 => Ok(Outcome::alice(Some(Move::StoneGameIx { index: row + 1 }))),
+            2 => Ok(Outcome::alice(Some(Move::StoneGameIv { take: row * row }))),
+            3 => Ok(Outcome {
+                winner: Player::Alice,
+                winning_move: Some(Move::NimSquare(NimSquareMove { pile: row / 2, take: 1 })),
+                nim_value: Some(row as u32),
+            }),
+            4 => Ok(Outcome::BOB),
+            5 if row.is_multiple_of(3) => Err(ProblemError::from(SolveError::OddLength { len: 3 })),
+            _ => Ok(Outcome { winner: Player::Bob, winning_move: None, nim_value: Some(0) }),
+        };
+        let mut answers = AnswerColumns::new(Games::Mixed, 0);
+        for rows in [200_u64, 64, 1, 130] {
+            let results: Vec<_> = (0..rows).map(result).collect();
+            let expected = |row: usize, field: MoveField| {
+                let outcome = results[row].as_ref().ok()?;
+                let (kind, values) = outcome.winning_move?.values();
+                kind.move_fields().iter().position(|&f| f == field).map(|at| values[at])
+            };
+            for result in &results {
+                let outcome = result.as_ref().ok();
+                answers.append(
+                    outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
+                    outcome.and_then(|outcome| outcome.nim_value),
+                );
+            }
+            let columns: Vec<ArrayRef> = answers.finish().collect();
+            let batch = solutions(Games::Mixed, &results, None).unwrap();
+            for (at, column) in AnswerColumn::of(Games::Mixed).enumerate() {
+                let written = batch.column_by_name(column.name()).unwrap();
+                assert_eq!(written, &columns[at], "{}: the same from both writers", column.name());
+                let written = arrow_cast::cast(written, &DataType::UInt64).unwrap();
+                let written: Vec<Option<u64>> = written.as_primitive::<UInt64Type>().iter().collect();
+                let wanted: Vec<Option<u64>> = (0..results.len())
+                    .map(|row| match column {
+                        AnswerColumn::Move(field) => expected(row, field),
+                        AnswerColumn::NimValue => {
+                            results[row].as_ref().ok().and_then(|outcome| outcome.nim_value).map(u64::from)
+                        }
+                    })
+                    .collect();
+                assert_eq!(written, wanted, "{} of {rows} rows", column.name());
+            }
+            let alice: Vec<_> = batch.column_by_name("alice_wins").unwrap().as_boolean().iter().collect();
+            let wanted: Vec<_> = results.iter().map(|r| r.as_ref().ok().map(Outcome::alice_wins)).collect();
+            assert_eq!(alice, wanted);
+        }
     }
 
     #[test]
