@@ -134,7 +134,7 @@ impl ErrorColumns {
 /// The answer columns ([`AnswerColumn::of`]) of a table being built, a row at a time:
 /// what the server's tables of solutions and the client's tables of answers both write.
 /// Rows are kept 64 at a time and then written a column at a time: in a column the
-/// same [`Source`] is read for every row (no branch on the row's game), and its
+/// same source is read for every row (no branch on the row's game), and its
 /// validity is packed a word at once.
 #[derive(Debug)]
 pub struct AnswerColumns {
