@@ -29,7 +29,7 @@ pub fn solutions(
     let alice_wins = BooleanBuffer::collect_bool(rows, |row| {
         outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
     });
-    let solved = NullBuffer::new(BooleanBuffer::collect_bool(rows, |row| results[row].is_ok()));
+    let solved = nulls(BooleanBuffer::collect_bool(rows, |row| results[row].is_ok()));
     let mut answers = AnswerColumns::new(games, rows);
     let mut errors = ErrorColumns::default();
     for result in results {
@@ -41,11 +41,16 @@ pub fn solutions(
         errors.append(result.as_ref().err());
     }
     let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-    let solved = (solved.null_count() > 0).then_some(solved);
     columns.push(Arc::new(BooleanArray::new(alice_wins, solved)));
     columns.extend(answers.finish());
     columns.extend(errors.finish());
     RecordBatch::try_new(Arc::new(schema), columns)
+}
+
+/// The validity `valid` gives, none when every row is valid.
+fn nulls(valid: BooleanBuffer) -> Option<NullBuffer> {
+    let nulls = NullBuffer::new(valid);
+    (nulls.null_count() > 0).then_some(nulls)
 }
 
 /// A nullable column being built: its values (the default under a null row) in a plain
@@ -56,17 +61,11 @@ struct Nullable<T> {
     values: Vec<T>,
     /// Bit `i` of word `w`: row `64 w + i` is valid.
     valid: Vec<u64>,
-    /// Rows without a null so far.
-    valid_rows: usize,
 }
 
 impl<T: arrow_buffer::ArrowNativeType> Nullable<T> {
     fn with_capacity(rows: usize) -> Self {
-        Nullable {
-            values: Vec::with_capacity(rows),
-            valid: Vec::with_capacity(rows.div_ceil(64)),
-            valid_rows: 0,
-        }
+        Nullable { values: Vec::with_capacity(rows), valid: Vec::with_capacity(rows.div_ceil(64)) }
     }
 
     /// Appends up to 64 rows, `value(row)` each: its value and whether it is valid. The
@@ -81,15 +80,12 @@ impl<T: arrow_buffer::ArrowNativeType> Nullable<T> {
             word |= u64::from(valid) << row;
         }
         self.valid.push(word);
-        self.valid_rows += word.count_ones() as usize;
     }
 
     /// The column built so far; empty again afterwards.
     fn finish_primitive<P: ArrowPrimitiveType<Native = T>>(&mut self) -> PrimitiveArray<P> {
-        let rows = self.values.len();
-        let words = std::mem::take(&mut self.valid);
-        let nulls = (std::mem::take(&mut self.valid_rows) < rows)
-            .then(|| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(words), 0, rows)));
+        let words = Buffer::from_vec(std::mem::take(&mut self.valid));
+        let nulls = nulls(BooleanBuffer::new(words, 0, self.values.len()));
         PrimitiveArray::new(ScalarBuffer::from(std::mem::take(&mut self.values)), nulls)
     }
 }
@@ -142,6 +138,7 @@ pub struct AnswerColumns {
     /// The rows not yet written, fewer than 64.
     pending: Vec<Row>,
 }
+
 /// Where a column's value comes from in a row.
 #[derive(Debug, Clone, Copy)]
 enum Source {
