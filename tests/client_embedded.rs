@@ -1,6 +1,7 @@
 //! The client library's embedded server: started through the `EmbeddedStarter` its caller
-//! hands it (here, as in the binary, a `gamesolver::server::Server` on 127.0.0.1:0), stopped
-//! at the end of the run, and its failures reported.
+//! hands it (here, as in the binary, a `gamesolver::server::Server` on 127.0.0.1:0, reached
+//! over its port or through a pipe in memory), stopped at the end of the run, and its
+//! failures reported.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use common::{assert_all_correct, generate};
 use gamesolver::client::{
-    self, BoxError, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, SolveConfig,
+    self, BoxError, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, Pipe, SolveConfig,
 };
 use gamesolver::seconds::Seconds;
 use gamesolver::server::{Server, ServerConfig};
@@ -23,6 +24,24 @@ fn real_server() -> EmbeddedStarter {
         let server = Server::bind(config).await?;
         let url = format!("http://{}", server.local_addr());
         Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
+    })
+}
+
+/// What the binary hands the library: the same server, which the run reaches through a
+/// pipe in memory. Its URL names a port where nothing listens, so that a run that goes
+/// anywhere else fails.
+fn piped_server() -> EmbeddedStarter {
+    EmbeddedStarter::new(|| async {
+        let config =
+            ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
+        let mut server = Server::bind(config).await?;
+        let in_process = server.in_process();
+        let pipe = Pipe::new(move || {
+            let in_process = in_process.clone();
+            async move { in_process.connect().await }
+        });
+        let url = "http://127.0.0.1:1".to_owned();
+        Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe))
     })
 }
 
@@ -41,6 +60,15 @@ async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 31);
     let summary = client::solve(config(dir.path(), Some(real_server()))).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (5_000, 0));
+    assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_reaches_its_embedded_server_through_the_pipe_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(&dir.path().join("in.jsonl"), 5_000, 34);
+    let summary = client::solve(config(dir.path(), Some(piped_server()))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
@@ -75,6 +103,7 @@ async fn a_starter_that_fails_and_a_server_that_dies_end_the_run_with_their_reas
             async move {
                 Ok(EmbeddedServer {
                     url: "http://127.0.0.1:1".to_owned(),
+                    pipe: None,
                     stop: Box::new(move || stopped.store(true, Ordering::SeqCst)),
                     ended: Box::pin(async { Err::<(), BoxError>("table file is corrupt".into()) }),
                 })

@@ -19,6 +19,7 @@ mod connections;
 mod fairness;
 mod flight;
 mod grpc_web;
+mod in_process;
 mod limits;
 mod metrics;
 mod metrics_endpoint;

@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig};
-use gamesolver::client::{self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, SolveConfig};
+use gamesolver::client::{
+    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, Pipe, SolveConfig,
+};
 use gamesolver::flag_env;
 use gamesolver::seconds::Seconds;
 use gamesolver::server::config::TablesConfig;
@@ -180,9 +182,16 @@ async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, c
     // matters for a call dropped mid-way.
     let config =
         ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), tables, ..ServerConfig::ephemeral() };
-    let server = Server::bind(config).await?;
+    let mut server = Server::bind(config).await?;
     let url = format!("http://{}", server.local_addr());
-    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
+    // The run's connections go through pipes in memory: the loopback TCP they took
+    // before was a sixth of a Parquet run's CPU (docs/performance.md).
+    let in_process = server.in_process();
+    let pipe = Pipe::new(move || {
+        let in_process = in_process.clone();
+        async move { in_process.connect().await }
+    });
+    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe))
 }
 
 /// The manual pages, from the same definitions as `--help`.

@@ -30,6 +30,7 @@ use tonic::{Code, Status};
 
 use crate::client::answer_check::{self, WrongAnswer};
 use crate::client::batch::Batch;
+use crate::client::embedded::Pipe;
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
 use crate::client::tls_failure;
@@ -202,6 +203,8 @@ impl TlsFiles {
 pub struct Server {
     url: String,
     endpoint: Endpoint,
+    /// Connects through this instead of a socket to `url` (the embedded server's pipe).
+    pipe: Option<Pipe>,
     known: Arc<Known>,
 }
 
@@ -264,7 +267,24 @@ impl Server {
             // Room for a full window of answers, so that the server never waits on us.
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20);
-        Ok(Server { url: full, endpoint, known: Arc::default() })
+        Ok(Server { url: full, endpoint, pipe: None, known: Arc::default() })
+    }
+
+    /// The same server, reached through `pipe` (when given) rather than a socket.
+    pub(crate) fn through(self, pipe: Option<Pipe>) -> Self {
+        Server { pipe, ..self }
+    }
+
+    /// Opens a channel to the server: its HTTP/2 handshake (and TLS's) over a socket, or
+    /// over its pipe.
+    async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+        let Some(pipe) = &self.pipe else { return self.endpoint.connect().await };
+        let pipe = pipe.clone();
+        let connector = tower::service_fn(move |_: http::Uri| {
+            let opened = pipe.connect();
+            async move { opened.await.map(hyper_util::rt::TokioIo::new) }
+        });
+        self.endpoint.connect_with_connector(connector).await
     }
 
     /// The URL, normalised.
@@ -710,7 +730,7 @@ async fn attempt<D: Door>(
     *waiting_since = Some(connecting);
     // connect_timeout bounds only the TCP connect: the TLS and HTTP/2 handshakes are
     // bounded here.
-    let connect = async { server.endpoint.connect().await.map_err(Failure::Connect) };
+    let connect = async { server.connect().await.map_err(Failure::Connect) };
     let channel = tokio::select! {
         () = server.distrusted() => return Err(Failure::Distrusted),
         connected = tokio::time::timeout(connect_within, connect) => {

@@ -6,18 +6,52 @@
 
 use std::fmt;
 use std::future::Future;
+use std::io;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use tokio::io::DuplexStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Any error, as an embedded server reports it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Opens a connection to a server in this process without a socket: one end of an
+/// in-memory pipe, whose other end the server takes as it takes a connection it accepted.
+#[derive(Clone)]
+pub struct Pipe(Arc<PipeFn>);
+
+type PipeFn = dyn Fn() -> BoxFuture<'static, io::Result<DuplexStream>> + Send + Sync;
+
+impl Pipe {
+    /// A pipe opened by `connect`.
+    pub fn new<F, Fut>(connect: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = io::Result<DuplexStream>> + Send + 'static,
+    {
+        Pipe(Arc::new(move || Box::pin(connect())))
+    }
+
+    /// Opens a connection.
+    pub(crate) fn connect(&self) -> BoxFuture<'static, io::Result<DuplexStream>> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Pipe(..)")
+    }
+}
+
 /// A server running in this process, for one run.
 pub struct EmbeddedServer {
-    /// Where it listens, such as `http://127.0.0.1:PORT`.
+    /// Where it listens, such as `http://127.0.0.1:PORT`: what the run reports, and
+    /// where it connects without a [`pipe`](Self::pipe).
     pub url: String,
+    /// How the run connects to it instead of over `url`'s socket, when set.
+    pub pipe: Option<Pipe>,
     /// Asks it to shut down gracefully; `ended` resolves once it has.
     pub stop: Box<dyn FnOnce() + Send>,
     /// Resolves when the server has stopped: `Ok` after `stop`, `Err` with the reason when
@@ -38,15 +72,26 @@ impl EmbeddedServer {
         let task = tokio::spawn(serve(stop.clone().cancelled_owned()));
         EmbeddedServer {
             url,
+            pipe: None,
             stop: Box::new(move || stop.cancel()),
             ended: Box::pin(async move { task.await?.map_err(Into::into) }),
         }
     }
 }
 
+impl EmbeddedServer {
+    /// The run connects through `pipe` rather than over the URL's socket.
+    pub fn with_pipe(self, pipe: Pipe) -> Self {
+        EmbeddedServer { pipe: Some(pipe), ..self }
+    }
+}
+
 impl fmt::Debug for EmbeddedServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EmbeddedServer").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("EmbeddedServer")
+            .field("url", &self.url)
+            .field("pipe", &self.pipe.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -68,8 +113,8 @@ impl EmbeddedStarter {
 
     /// Starts a server and returns the handle through which the run stops it.
     pub(crate) async fn start(&self) -> Result<Running, BoxError> {
-        let EmbeddedServer { url, stop, ended } = (self.0)().await?;
-        Ok(Running { url, stop, ended: Some(ended) })
+        let EmbeddedServer { url, pipe, stop, ended } = (self.0)().await?;
+        Ok(Running { url, pipe, stop, ended: Some(ended) })
     }
 }
 
@@ -82,6 +127,7 @@ impl fmt::Debug for EmbeddedStarter {
 /// An embedded server as a run holds it.
 pub(crate) struct Running {
     pub(crate) url: String,
+    pub(crate) pipe: Option<Pipe>,
     stop: Box<dyn FnOnce() + Send>,
     /// `None` once it has resolved.
     ended: Option<BoxFuture<'static, Result<(), BoxError>>>,

@@ -136,7 +136,7 @@ impl<D: Door> Run<D> {
             _ => None,
         };
         let servers = match &embedded {
-            Some(embedded) => vec![Server::parse(&embedded.url, &tls)?],
+            Some(embedded) => vec![Server::parse(&embedded.url, &tls)?.through(embedded.pipe.clone())],
             None => servers,
         };
 

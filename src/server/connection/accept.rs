@@ -1,4 +1,6 @@
-//! The accept loop, as the stream of connections tonic serves.
+//! The accept loop, as the stream of connections tonic serves: the listener's, and the
+//! pipes opened in this process (`Server::in_process`), each counted as the client
+//! 127.0.0.1 and bounded as any other.
 //!
 //! Every resource a peer can hold before it makes a call is bounded here:
 //! - at most `max_connections` are open or handshaking, shared fairly among clients
@@ -29,7 +31,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -37,9 +39,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, PollSemaphore};
@@ -82,18 +84,33 @@ pub(crate) struct ConnectionLimits {
     pub(crate) accept_http1: bool,
 }
 
+/// A connection as the loop accepts it.
+pub(crate) enum Accepted {
+    /// From the listener.
+    Tcp(TcpStream),
+    /// The server's end of a pipe that a caller in this process opened
+    /// ([`crate::server::InProcess`]).
+    InProcess(DuplexStream),
+}
+
+/// The peer an in-process connection counts as, under the per-client limits: the loopback
+/// client that the same caller would be over TCP.
+pub(crate) const IN_PROCESS_PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+
 /// Makes the connection's byte stream from an accepted socket: the identity for
 /// plaintext, a TLS handshake otherwise. It runs under the handshake deadline.
 pub(crate) trait Handshake: Send + Sync + 'static {
     /// The byte stream HTTP/2 runs over.
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
-    /// Handshakes `tcp`.
-    fn handshake(&self, tcp: TcpStream) -> impl Future<Output = io::Result<Self::Io>> + Send;
+    /// Handshakes `socket`.
+    fn handshake(&self, socket: Accepted) -> impl Future<Output = io::Result<Self::Io>> + Send;
 }
 
 /// The stream of connections that have completed their handshake and preface.
 pub(crate) struct Incoming<H: Handshake> {
     listener: TcpListener,
+    /// Connections opened in this process, admitted as the listener's are.
+    in_process: Option<mpsc::Receiver<DuplexStream>>,
     limits: ConnectionLimits,
     handshake: Arc<H>,
     closing: CancellationToken,
@@ -113,10 +130,11 @@ pub(crate) struct Incoming<H: Handshake> {
 }
 
 impl<H: Handshake> Incoming<H> {
-    /// Accepts on `listener` within `limits`; connections close early once `closing`
-    /// is cancelled.
+    /// Accepts on `listener` and from `in_process` within `limits`; connections close
+    /// early once `closing` is cancelled.
     pub(crate) fn new(
         listener: TcpListener,
+        in_process: Option<mpsc::Receiver<DuplexStream>>,
         limits: ConnectionLimits,
         closing: CancellationToken,
         handshake: H,
@@ -128,6 +146,7 @@ impl<H: Handshake> Incoming<H> {
         let pressure = Pressure::new(Arc::clone(&shares), limits.idle_under_pressure);
         Incoming {
             listener,
+            in_process,
             limits,
             handshake: Arc::new(handshake),
             closing,
@@ -146,7 +165,7 @@ impl<H: Handshake> Incoming<H> {
 
     /// Admits a connection under its client's fair share (closing one of the heaviest
     /// client's if need be), or closes it at once.
-    fn admit(&mut self, tcp: TcpStream, peer: SocketAddr, hard: OwnedSemaphorePermit) {
+    fn admit(&mut self, socket: Accepted, peer: SocketAddr, hard: OwnedSemaphorePermit) {
         let state = Arc::new(ConnectionState::new());
         match self.shares.try_take(peer.ip(), 1, Arc::clone(&state) as Arc<dyn Holder>) {
             Ok(share) => {
@@ -155,7 +174,7 @@ impl<H: Handshake> Incoming<H> {
                         tracing::info!(%peer, suppressed, "at the connection bound: closed a connection of the client holding the most, for a client within its fair share");
                     }
                 }
-                self.start_handshake(tcp, peer, state, Slot { _hard: hard, _share: share });
+                self.start_handshake(socket, peer, state, Slot { _hard: hard, _share: share });
             }
             Err(refusal) => {
                 if let Some(suppressed) = self.refusals.allow() {
@@ -165,16 +184,28 @@ impl<H: Handshake> Incoming<H> {
         }
     }
 
-    fn start_handshake(&mut self, tcp: TcpStream, peer: SocketAddr, state: Arc<ConnectionState>, slot: Slot) {
-        let tcp_info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
-        let _ = tcp.set_nodelay(true);
+    fn start_handshake(
+        &mut self,
+        socket: Accepted,
+        peer: SocketAddr,
+        state: Arc<ConnectionState>,
+        slot: Slot,
+    ) {
+        let local_addr = match &socket {
+            Accepted::Tcp(tcp) => {
+                let _ = tcp.set_nodelay(true);
+                tcp.local_addr().ok()
+            }
+            Accepted::InProcess(_) => None,
+        };
+        let tcp_info = TcpConnectInfo { local_addr, remote_addr: Some(peer) };
         let handshake = Arc::clone(&self.handshake);
         let limits = self.limits.clone();
         let closing = self.closing.clone();
         let pressure = Arc::clone(&self.pressure);
         self.handshakes.spawn(async move {
             let opened = async {
-                let mut io = handshake.handshake(tcp).await?;
+                let mut io = handshake.handshake(socket).await?;
                 match read_opening(&mut io, limits.accept_http1).await {
                     Ok(opening) => Ok((io, opening)),
                     Err(err) => {
@@ -259,10 +290,21 @@ impl<H: Handshake> Stream for Incoming<H> {
                     Poll::Pending => return Poll::Pending,
                 },
             };
+            if let Some(in_process) = &mut this.in_process {
+                match in_process.poll_recv(cx) {
+                    Poll::Ready(Some(pipe)) => {
+                        this.admit(Accepted::InProcess(pipe), IN_PROCESS_PEER, slot);
+                        continue;
+                    }
+                    // Every `InProcess` handle is gone: no more will come.
+                    Poll::Ready(None) => this.in_process = None,
+                    Poll::Pending => {}
+                }
+            }
             match this.listener.poll_accept(cx) {
                 Poll::Ready(Ok((tcp, peer))) => {
                     this.next_backoff = ACCEPT_BACKOFF.0;
-                    this.admit(tcp, peer, slot);
+                    this.admit(Accepted::Tcp(tcp), peer, slot);
                 }
                 Poll::Ready(Err(err)) => this.accept_failed(err),
                 Poll::Pending => {

@@ -1,4 +1,5 @@
-//! The byte stream of a connection: TLS-terminated when configured, counted in the
+//! The byte stream of a connection (a TCP socket, or an in-process pipe from
+//! `Server::in_process`): TLS-terminated when configured (a pipe never is), counted in the
 //! metrics, and closed by force once it outlives `max_connection_age +
 //! max_connection_age_grace`. [`Accept`] makes it from an accepted socket, as the
 //! accept loop's handshake (`accept.rs`, which bounds its time and adds the
@@ -16,11 +17,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use super::accept::Handshake;
+use super::accept::{Accepted, Handshake};
 use crate::server::metrics::{ConnectionGuard, Metrics};
 use crate::server::tls::ReloadableTls;
 
@@ -35,6 +36,8 @@ pub(crate) struct TlsSocket {
 enum Io {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// In this process, never on the network: plaintext, whatever the TLS settings.
+    InProcess(DuplexStream),
 }
 
 impl TlsSocket {
@@ -61,6 +64,7 @@ impl AsyncRead for TlsSocket {
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_read(cx, buf),
             Io::Tls(io) => Pin::new(io).poll_read(cx, buf),
+            Io::InProcess(io) => Pin::new(io).poll_read(cx, buf),
         }
     }
 }
@@ -71,6 +75,7 @@ impl AsyncWrite for TlsSocket {
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_write(cx, buf),
             Io::Tls(io) => Pin::new(io).poll_write(cx, buf),
+            Io::InProcess(io) => Pin::new(io).poll_write(cx, buf),
         }
     }
 
@@ -78,6 +83,7 @@ impl AsyncWrite for TlsSocket {
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_flush(cx),
             Io::Tls(io) => Pin::new(io).poll_flush(cx),
+            Io::InProcess(io) => Pin::new(io).poll_flush(cx),
         }
     }
 
@@ -85,6 +91,7 @@ impl AsyncWrite for TlsSocket {
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_shutdown(cx),
             Io::Tls(io) => Pin::new(io).poll_shutdown(cx),
+            Io::InProcess(io) => Pin::new(io).poll_shutdown(cx),
         }
     }
 
@@ -97,6 +104,7 @@ impl AsyncWrite for TlsSocket {
         match &mut self.io {
             Io::Plain(io) => Pin::new(io).poll_write_vectored(cx, bufs),
             Io::Tls(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+            Io::InProcess(io) => Pin::new(io).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -104,6 +112,7 @@ impl AsyncWrite for TlsSocket {
         match &self.io {
             Io::Plain(io) => io.is_write_vectored(),
             Io::Tls(io) => io.is_write_vectored(),
+            Io::InProcess(io) => io.is_write_vectored(),
         }
     }
 }
@@ -123,11 +132,12 @@ impl Handshake for Accept {
     type Io = TlsSocket;
 
     /// Runs the TLS handshake, if any; the accept loop bounds its time.
-    async fn handshake(&self, tcp: TcpStream) -> io::Result<TlsSocket> {
+    async fn handshake(&self, socket: Accepted) -> io::Result<TlsSocket> {
         let forced_close = self.forced_close_after.map(|after| Box::pin(tokio::time::sleep(after)));
-        let io = match &self.tls {
-            None => Io::Plain(tcp),
-            Some(tls) => {
+        let io = match (socket, &self.tls) {
+            (Accepted::InProcess(pipe), _) => Io::InProcess(pipe),
+            (Accepted::Tcp(tcp), None) => Io::Plain(tcp),
+            (Accepted::Tcp(tcp), Some(tls)) => {
                 // Dropped before it ends (the accept loop's deadline), it counts as failed.
                 let mut failed = HandshakeFailure { metrics: Some(&self.metrics) };
                 let stream = tls.accept(tcp).await?;

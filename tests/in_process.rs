@@ -1,0 +1,120 @@
+//! Connections opened in the server's own process (`Server::in_process`, the bulk
+//! client's embedded server): past the socket they are connections like any other, under
+//! the same accept loop, preface check, per-client bounds and metrics.
+
+use std::time::Duration;
+
+use gamesolver::pb::game_solver_service_client::GameSolverServiceClient;
+use gamesolver::server::{InProcess, Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+use crate::common::{self, iv};
+use crate::production::{metrics_listen, scrape, series};
+
+/// A server on 127.0.0.1:0 with its in-process handle, and what stops it.
+async fn start(mut config: ServerConfig) -> (Server, InProcess, oneshot::Sender<()>, oneshot::Receiver<()>) {
+    config.listen = ServerConfig::ephemeral().listen;
+    let mut server = Server::bind(config).await.expect("the test server starts");
+    let in_process = server.in_process();
+    let (stop, stopped) = oneshot::channel();
+    (server, in_process, stop, stopped)
+}
+
+fn run(server: Server, stopped: oneshot::Receiver<()>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        server
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the server runs")
+    })
+}
+
+/// A channel whose one connection is a pipe from `in_process`; the URL is never dialled.
+async fn channel(in_process: &InProcess) -> Channel {
+    let in_process = in_process.clone();
+    let connector = tower::service_fn(move |_: http::Uri| {
+        let in_process = in_process.clone();
+        async move { in_process.connect().await.map(hyper_util::rt::TokioIo::new) }
+    });
+    tonic::transport::Endpoint::from_static("http://in-process.invalid")
+        .connect_with_connector(connector)
+        .await
+        .expect("an in-process connection")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_over_a_pipe_is_answered_and_counted_as_a_connection() {
+    let mut config = ServerConfig::default();
+    config.observability.metrics_listen = Some(metrics_listen());
+    let (server, in_process, stop, stopped) = start(config).await;
+    let metrics = server.metrics_addr().unwrap();
+    let task = run(server, stopped);
+
+    let mut client = GameSolverServiceClient::new(channel(&in_process).await);
+    let solution = common::solve(&mut client, iv("piped", 7)).await.unwrap();
+    assert_eq!(solution.id, "piped");
+    assert!(!solution.alice_wins, "7 is a losing position of Stone Game IV");
+    let scraped = scrape(metrics).await;
+    assert_eq!(series(&scraped, "gamesolver_connections_total"), Some(1.0));
+
+    stop.send(()).unwrap();
+    task.await.unwrap();
+    // Once the server has stopped, a pipe is refused with the reason.
+    let err = in_process.connect().await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(err.to_string(), "the server has stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipe_counts_as_the_loopback_client_under_its_connection_share() {
+    let config = common::limits(|limits| limits.max_connections_per_peer = Some(1));
+    let (server, in_process, stop, stopped) = start(config).await;
+    let addr = server.local_addr();
+    let task = run(server, stopped);
+
+    // 127.0.0.1 holds its one connection over TCP: a pipe, the same client, is refused...
+    let mut tcp = GameSolverServiceClient::new(common::channel_from(addr, [127, 0, 0, 1]).await);
+    common::solve(&mut tcp, iv("tcp", 5)).await.unwrap();
+    let mut piped = GameSolverServiceClient::new(channel(&in_process).await);
+    // Closed at once, as a refused TCP connection is: over a pipe, hyper reads a broken pipe.
+    let refused = common::solve(&mut piped, iv("piped", 5)).await.unwrap_err();
+    assert_eq!((refused.code(), refused.message()), (tonic::Code::Unknown, "transport error"), "{refused:?}");
+    // ...while another client is not.
+    let mut other = GameSolverServiceClient::new(common::channel_from(addr, [127, 0, 0, 2]).await);
+    common::solve(&mut other, iv("other", 5)).await.unwrap();
+    // Once 127.0.0.1's TCP connection is gone, its pipe is admitted.
+    drop(tcp);
+    let mut answered = false;
+    for _ in 0..50 {
+        let mut piped = GameSolverServiceClient::new(channel(&in_process).await);
+        if common::solve(&mut piped, iv("piped", 5)).await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(answered, "a pipe is admitted once its client's share is free");
+
+    stop.send(()).unwrap();
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipe_that_does_not_open_with_the_preface_is_closed() {
+    let (server, in_process, stop, stopped) = start(ServerConfig::default()).await;
+    let task = run(server, stopped);
+
+    let mut pipe = in_process.connect().await.unwrap();
+    pipe.write_all(b"INVALID CONNECTION PREFACE\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), pipe.read_to_end(&mut answer)).await;
+    assert_eq!(read.expect("closed before the handshake deadline").unwrap(), 0, "{answer:?}");
+
+    stop.send(()).unwrap();
+    task.await.unwrap();
+}
