@@ -206,7 +206,7 @@ impl Solver {
         finish: F,
     ) -> Result<Vec<T>, PoolError>
     where
-        M: Send + 'static,
+        M: Default + Send + 'static,
         T: Send + 'static,
         F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
     {
@@ -226,7 +226,7 @@ impl Solver {
         finish: F,
     ) -> Result<BatchBuffers<M, T>, PoolError>
     where
-        M: Send + 'static,
+        M: Default + Send + 'static,
         T: Send + 'static,
         F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
     {
@@ -240,12 +240,15 @@ impl Solver {
             let observer = self.observer.clone();
             move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
-        let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (tag, problem): (M, Problem)| {
-            let label = label(&problem);
-            let result = problem.and_then(|game| match &failed {
-                Some(err) if tables.needs_extension(&game).is_some() => Err(err.clone().into()),
-                _ => solve_guarded(&game, tables, winner_only),
-            });
+        let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (tag, problem): (M, &Problem)| {
+            let label = label(problem);
+            let result = match problem {
+                Err(err) => Err(err.clone()),
+                Ok(game) => match &failed {
+                    Some(err) if tables.needs_extension(game).is_some() => Err(err.clone().into()),
+                    _ => solve_guarded(game, tables, winner_only),
+                },
+            };
             if let Some(tally) = tally {
                 tally.record(label, &result);
             }
@@ -254,23 +257,32 @@ impl Solver {
         if work <= self.config.inline_work {
             let mut tally = tally();
             results.clear();
-            results.extend(problems.drain(..).map(|p| solve_one(&self.tables, &mut tally, p)));
+            results.extend(
+                problems.drain(..).map(|(tag, problem)| solve_one(&self.tables, &mut tally, (tag, &problem))),
+            );
             return Ok(BatchBuffers { problems, results });
         }
         let tables = Arc::clone(&self.tables);
-        pool::run(move |caller| {
+        let mut buffers = pool::run(move |caller| {
             problems
-                .par_drain(..)
+                .par_iter_mut()
                 .with_min_len(MIN_PROBLEMS_PER_TASK)
-                .map_init(tally, |tally, problem| match caller.is_gone() {
+                .map_init(tally, |tally, (tag, problem)| match caller.is_gone() {
                     // Nobody will read the rest: answer it cheaply and let the job end.
-                    true => solve_one(&tables, &mut None, (problem.0, Err(PoolError::Gone.into()))),
-                    false => solve_one(&tables, tally, problem),
+                    true => {
+                        solve_one(&tables, &mut None, (std::mem::take(tag), &Err(PoolError::Gone.into())))
+                    }
+                    false => solve_one(&tables, tally, (std::mem::take(tag), problem)),
                 })
                 .collect_into_vec(&mut results);
             BatchBuffers { problems, results }
         })
-        .await
+        .await?;
+        // Freed here, on the thread that is most likely the one that allocated them (the
+        // door's task), rather than on the pool's: mimalloc frees a block from another
+        // thread through an atomic list that its owner must then collect.
+        buffers.problems.clear();
+        Ok(buffers)
     }
 }
 
@@ -319,11 +331,13 @@ mod tests {
         Solver::new(tables, SolverConfig { inline_work, ..SolverConfig::default() })
     }
 
-    /// A batch of `rows` tagged problems: piles, every seventh a string that is no Sum Game.
+    /// A batch of `rows` tagged problems: piles, every seventh a string that is no Sum Game,
+    /// every eleventh a row that had no problem to read.
     fn batch(rows: usize) -> Vec<(usize, Problem)> {
         (0..rows)
-            .map(|row| match row % 7 {
-                6 => (row, Ok(Game::SumGame("1?x".into()))),
+            .map(|row| match (row % 7, row % 11) {
+                (_, 10) => (row, Err(ProblemError::MissingGame)),
+                (6, _) => (row, Ok(Game::SumGame("1?x".into()))),
                 _ => (row, Ok(Game::StoneGameIv(row as u64 * 7919 % 100_000))),
             })
             .collect()
@@ -342,6 +356,15 @@ mod tests {
                 let room = buffers.problems.capacity();
                 buffers = solver.solve_into(buffers, false, |row, result| (row, result)).await.unwrap();
                 assert_eq!(buffers.results, fresh, "{rows} rows, inline_work {inline_work}");
+                // Each result is its own row's: the tags in order, a row error as it came.
+                for (row, (tag, result)) in fresh.iter().enumerate() {
+                    assert_eq!(*tag, row);
+                    if row % 11 == 10 {
+                        assert!(matches!(result, Err(ProblemError::MissingGame)), "{row}: {result:?}");
+                    } else {
+                        assert_eq!(result.is_ok(), row % 7 != 6, "{row}: {result:?}");
+                    }
+                }
                 assert!(buffers.problems.is_empty());
                 assert_eq!(buffers.problems.capacity(), room, "the problems' vector is kept");
             }
