@@ -16,25 +16,19 @@ use gamesolver::server::{Server, ServerConfig};
 
 use crate::common;
 
-/// What the binary hands the library: the real server on a loopback port.
-fn real_server() -> EmbeddedStarter {
-    EmbeddedStarter::new(|| async {
-        let config =
-            ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
-        let server = Server::bind(config).await?;
-        let url = format!("http://{}", server.local_addr());
-        Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)))
-    })
-}
-
-/// What the binary hands the library: the same server, which the run reaches through a
-/// pipe in memory. Its URL names a port where nothing listens, so that a run that goes
-/// anywhere else fails.
-fn piped_server() -> EmbeddedStarter {
-    EmbeddedStarter::new(|| async {
+/// What the binary hands the library: the real server on a loopback port, which the run
+/// reaches over that port, or, `piped`, through a pipe in memory (as the binary's does);
+/// then its URL names a port where nothing listens, so that a run that goes anywhere else
+/// fails.
+fn real_server(piped: bool) -> EmbeddedStarter {
+    EmbeddedStarter::new(move || async move {
         let config =
             ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
         let mut server = Server::bind(config).await?;
+        if !piped {
+            let url = format!("http://{}", server.local_addr());
+            return Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)));
+        }
         let in_process = server.in_process();
         let pipe = Pipe::new(move || {
             let in_process = in_process.clone();
@@ -59,7 +53,7 @@ fn config(dir: &std::path::Path, embedded: Option<EmbeddedStarter>) -> SolveConf
 async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 31);
-    let summary = client::solve(config(dir.path(), Some(real_server()))).await.unwrap();
+    let summary = client::solve(config(dir.path(), Some(real_server(false)))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
@@ -68,7 +62,7 @@ async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
 async fn a_run_reaches_its_embedded_server_through_the_pipe_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 34);
-    let summary = client::solve(config(dir.path(), Some(piped_server()))).await.unwrap();
+    let summary = client::solve(config(dir.path(), Some(real_server(true)))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
