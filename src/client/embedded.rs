@@ -77,9 +77,7 @@ impl EmbeddedServer {
             ended: Box::pin(async move { task.await?.map_err(Into::into) }),
         }
     }
-}
 
-impl EmbeddedServer {
     /// The run connects through `pipe` rather than over the URL's socket.
     pub fn with_pipe(self, pipe: Pipe) -> Self {
         EmbeddedServer { pipe: Some(pipe), ..self }
