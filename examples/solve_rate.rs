@@ -7,33 +7,58 @@
 //! pass that grows the tables, and prints the median problems/s of the timed passes.
 //! Only the fan-out's calls are timed (not reading the file, nor the copy of each slice
 //! a door would decode): what is left is the solving a door feeds.
+//!
+//! `solve_rate FILE.parquet --floor OUT.parquet` times instead what the bulk client's
+//! Parquet run does without its server: read the table in batches of `--batch-rows`
+//! (16,384), take each batch's problems, solve them through the fan-out, build the answer
+//! columns and write them as `solve` writes Parquet, one batch after another. It prints
+//! the wall and CPU time and the peak RSS of the whole process (the client's allocator,
+//! tables grown on demand as the client's are): the floor under
+//! `gamesolver-client solve FILE.parquet -o OUT.parquet`, compared by CPU time since the
+//! client runs those steps at once on every core.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gamesolver::client::{parquet_properties, ROW_GROUP_ROWS};
 use gamesolver::columnar::{self, Games};
 use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::solver::{Problem, Solver, SolverConfig};
-use measure::median;
+use measure::{median, usage};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
 
 #[path = "common/measure.rs"]
-#[allow(dead_code)] // `usage` is the cold-start examples'
 mod measure;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The bulk client's default `--batch-rows`.
+const CLIENT_BATCH_ROWS: usize = 16 * 1024;
 
 /// Rows a slice takes, as `gamesolver_client.flight` sends them.
 const SLICE_ROWS: usize = 65_536;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    gamesolver::allocator::without_huge_pages();
     let mut args = std::env::args().skip(1);
-    let path = args.next().ok_or("usage: solve_rate FILE.parquet [--rounds R] [--winner-only]")?;
-    let (mut rounds, mut winner_only) = (3usize, false);
+    let usage_line = "usage: solve_rate FILE.parquet [--rounds R] [--winner-only] [--floor OUT.parquet]";
+    let path = args.next().ok_or(usage_line)?;
+    let (mut rounds, mut winner_only, mut floor) = (3usize, false, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rounds" => rounds = args.next().ok_or("--rounds needs a number")?.parse()?,
             "--winner-only" => winner_only = true,
-            other => return Err(format!("unknown argument {other}").into()),
+            "--floor" => floor = Some(args.next().ok_or("--floor needs an output file")?),
+            other => return Err(format!("unknown argument {other}\n{usage_line}").into()),
         }
+    }
+    let tables = Arc::new(Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT));
+    let solver = Solver::new(tables, SolverConfig::default());
+    let runtime = tokio::runtime::Runtime::new()?;
+    if let Some(out) = floor {
+        return read_solve_write(&path, &out, &solver, &runtime, winner_only);
     }
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?
         .with_batch_size(SLICE_ROWS)
@@ -43,9 +68,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         slices.push(columnar::problems(&batch?, Games::Mixed)?);
     }
     let rows: usize = slices.iter().map(Vec::len).sum();
-    let tables = Arc::new(Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT));
-    let solver = Solver::new(tables, SolverConfig::default());
-    let runtime = tokio::runtime::Runtime::new()?;
     let mut rates = Vec::new();
     for round in 0..=rounds {
         let mut solving = Duration::ZERO;
@@ -64,5 +86,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("{rows} problems, in-process fan-out: {:.0} problems/s (median of {rounds})", median(rates));
+    Ok(())
+}
+
+/// The `--floor` mode: `path` read, solved and written to `out` in process, one batch after
+/// another, timed whole.
+fn read_solve_write(
+    path: &str,
+    out: &str,
+    solver: &Solver,
+    runtime: &tokio::runtime::Runtime,
+    winner_only: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?
+        .with_batch_size(CLIENT_BATCH_ROWS)
+        .build()?;
+    let mut writer = None;
+    let mut rows = 0;
+    for batch in reader {
+        let batch = batch?;
+        rows += batch.num_rows();
+        let problems = columnar::problems(&batch, Games::Mixed)?.into_iter().map(|problem| ((), problem));
+        let results =
+            runtime.block_on(solver.solve_batch(problems.collect(), winner_only, |(), result| result))?;
+        let id = columnar::id_column(&batch)?;
+        let answers = columnar::solutions(
+            Games::Mixed,
+            &results,
+            id.as_ref().map(|(field, column)| (field.as_ref(), Arc::clone(column))),
+        )?;
+        let writer = match &mut writer {
+            Some(writer) => writer,
+            None => writer.insert(ArrowWriter::try_new(
+                std::fs::File::create(out)?,
+                answers.schema(),
+                Some(parquet_properties(ROW_GROUP_ROWS)),
+            )?),
+        };
+        writer.write(&answers)?;
+    }
+    if let Some(writer) = writer {
+        writer.close()?;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let used = usage();
+    println!(
+        "{rows} problems read, solved and written in process: {wall:.2} s wall, {:.2} s CPU, peak RSS {:.1} MiB",
+        used.cpu_seconds, used.peak_rss_mib
+    );
     Ok(())
 }

@@ -75,6 +75,20 @@ impl Write for Counted {
     }
 }
 
+/// How `solve` writes Parquet: row groups of `row_group_rows`, Snappy pages, no dictionary
+/// for the ids. Public for the benchmark that times the data path without a server
+/// (`examples/solve_rate.rs --floor`).
+pub fn parquet_properties(row_group_rows: usize) -> WriterProperties {
+    WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_write_batch_size(WRITE_BATCH_ROWS)
+        .set_compression(Compression::SNAPPY)
+        // Ids are mostly distinct: a dictionary of them only costs hashing every one
+        // before the writer gives it up for plain pages.
+        .set_column_dictionary_enabled(ColumnPath::from(columnar::ID), false)
+        .build()
+}
+
 /// How a resumed run gets back the rows an output holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", deny_unknown_fields)]
@@ -161,14 +175,7 @@ impl TableWriter {
         let out = Counted { inner: out, bytes: Arc::clone(&written) };
         let inner = match format {
             Format::Parquet => {
-                let props = WriterProperties::builder()
-                    .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-                    .set_write_batch_size(WRITE_BATCH_ROWS)
-                    .set_compression(Compression::SNAPPY)
-                    // Ids are mostly distinct: a dictionary of them only costs hashing
-                    // every one before the writer gives it up for plain pages.
-                    .set_column_dictionary_enabled(ColumnPath::from(columnar::ID), false)
-                    .build();
+                let props = parquet_properties(row_group_rows);
                 let writer =
                     ArrowWriter::try_new(out, Arc::clone(schema), Some(props)).map_err(from_parquet)?;
                 Inner::Parquet { writer, carry: None }
