@@ -256,6 +256,23 @@ impl Budgeted {
         })
     }
 
+    /// The head of `data` that a message being passed on takes, split off without a copy
+    /// when nothing is buffered before it (tonic gathers the message anyway: copying it
+    /// into `buf` first was a second copy of every Flight batch).
+    fn pass_through(&mut self, data: &mut Bytes) -> Option<Bytes> {
+        let Phase::Passing { left } = &mut self.phase else { return None };
+        if !self.buf.is_empty() || data.is_empty() {
+            return None;
+        }
+        let take = (*left).min(data.len());
+        *left -= take;
+        if *left == 0 {
+            self.phase = Phase::Header;
+            self.messages += 1;
+        }
+        Some(data.split_to(take))
+    }
+
     /// Ends a call that owes bytes and has sent none for the stream idle timeout.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
         let Some(timeout) = self.limits.stream_idle_timeout else {
@@ -292,6 +309,10 @@ impl http_body::Body for Budgeted {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(mut data) => {
                         this.idle = None;
+                        if let Some(head) = this.pass_through(&mut data) {
+                            this.buf.put(&mut data);
+                            return Poll::Ready(Some(Ok(Frame::data(head))));
+                        }
                         this.buf.put(&mut data);
                     }
                     Err(frame) => return Poll::Ready(Some(Ok(frame))),
