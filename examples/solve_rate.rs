@@ -9,8 +9,8 @@
 //! a door would decode): what is left is the solving a door feeds.
 //!
 //! `solve_rate FILE.parquet --floor OUT.parquet` times instead what the bulk client's
-//! Parquet run does without its server: read the table in batches of `--batch-rows`
-//! (16,384), take each batch's problems, solve them through the fan-out, build the answer
+//! Parquet run does without its server: read the table (all its columns) in batches of
+//! the client's default `--batch-rows`, take each batch's problems, solve them through the fan-out, build the answer
 //! columns and write them as `solve` writes Parquet, one batch after another. It prints
 //! the wall and CPU time and the peak RSS of the whole process (the client's allocator,
 //! tables grown on demand as the client's are): the floor under
@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gamesolver::client::{parquet_properties, ROW_GROUP_ROWS};
+use gamesolver::client::{parquet_properties, SolveConfig, ROW_GROUP_ROWS};
 use gamesolver::columnar::{self, Games};
 use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::solver::{Problem, Solver, SolverConfig};
@@ -33,9 +33,6 @@ mod measure;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The bulk client's default `--batch-rows`.
-const CLIENT_BATCH_ROWS: usize = 16 * 1024;
 
 /// Rows a slice takes, as `gamesolver_client.flight` sends them.
 const SLICE_ROWS: usize = 65_536;
@@ -100,7 +97,7 @@ fn read_solve_write(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?
-        .with_batch_size(CLIENT_BATCH_ROWS)
+        .with_batch_size(SolveConfig::default().batch_rows.get())
         .build()?;
     let mut writer = None;
     let mut rows = 0;
