@@ -360,7 +360,7 @@ mod tests {
         tally.record("sum_game", &Ok::<(), ProblemError>(()));
         assert!(!std::ptr::eq(game, "sum_game"));
         drop(tally);
-        let reason = failed.unwrap_err().reason();
+        let reason = ProblemError::MissingGame.reason();
         assert_eq!(*counts.0.lock().unwrap(), [("sum_game", "solved", 3), ("stone_game_iv", reason, 1)]);
     }
 
