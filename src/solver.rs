@@ -107,11 +107,11 @@ impl Tally {
         // test first, per problem, and the strings compared only for a pair not found that
         // way (a copy of a literal elsewhere). Comparing texts made a mixed batch call
         // memcmp for every problem (docs/performance.md).
-        let same = |a: &str, b: &str| std::ptr::eq(a, b);
-        let found = match self.counts.iter().position(|(g, o, _)| same(g, game) && same(o, outcome)) {
-            Some(at) => Some(at),
-            None => self.counts.iter().position(|(g, o, _)| *g == game && *o == outcome),
-        };
+        let found = self
+            .counts
+            .iter()
+            .position(|(g, o, _)| std::ptr::eq(*g, game) && std::ptr::eq(*o, outcome))
+            .or_else(|| self.counts.iter().position(|(g, o, _)| *g == game && *o == outcome));
         match found {
             Some(at) => self.counts[at].2 += 1,
             None => self.counts.push((game, outcome, 1)),

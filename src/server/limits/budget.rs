@@ -309,11 +309,11 @@ impl http_body::Body for Budgeted {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(mut data) => {
                         this.idle = None;
-                        if let Some(head) = this.pass_through(&mut data) {
-                            this.buf.put(&mut data);
+                        let head = this.pass_through(&mut data);
+                        this.buf.put(&mut data);
+                        if let Some(head) = head {
                             return Poll::Ready(Some(Ok(Frame::data(head))));
                         }
-                        this.buf.put(&mut data);
                     }
                     Err(frame) => return Poll::Ready(Some(Ok(frame))),
                 },
