@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gamesolver::client::{parquet_properties, SolveConfig, ROW_GROUP_ROWS};
+use gamesolver::client::{parquet_properties, SolveConfig};
 use gamesolver::columnar::{self, Games};
 use gamesolver::games::{nim_square, stone_game_iv, Tables};
 use gamesolver::solver::{Problem, Solver, SolverConfig};
@@ -118,7 +118,7 @@ fn read_solve_write(
             None => writer.insert(ArrowWriter::try_new(
                 std::fs::File::create(out)?,
                 answers.schema(),
-                Some(parquet_properties(ROW_GROUP_ROWS)),
+                Some(parquet_properties(SolveConfig::default().row_group_rows.get())),
             )?),
         };
         writer.write(&answers)?;

@@ -59,4 +59,4 @@ pub use problem_json::{parse_problem, LineError};
 pub use progress::Summary;
 pub use resume::ResumeError;
 pub use table::columns::{ColumnMap, ColumnsError, Rename};
-pub use table::write::{parquet_properties, ROW_GROUP_ROWS};
+pub use table::write::parquet_properties;
