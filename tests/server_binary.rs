@@ -46,7 +46,8 @@ fn a_bad_flag_is_a_clear_error() {
 
 #[tokio::test]
 async fn the_purge_delay_is_ours_unless_the_operator_sets_mimallocs() {
-    for (set, expected) in [(None, "purge_delay_ms=10"), (Some("100"), "purge_delay_ms=100")] {
+    let ours = "purge_delay_ms=100 under_pressure_ms=10";
+    for (set, expected) in [(None, ours), (Some("250"), "purge_delay_ms=250")] {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"));
         command.args(["--listen", "127.0.0.1:0"]).env("RUST_LOG", "gamesolver::allocator=debug");
         match set {
@@ -68,11 +69,43 @@ async fn the_purge_delay_is_ours_unless_the_operator_sets_mimallocs() {
     }
 }
 
+#[tokio::test]
+async fn request_memory_under_pressure_shortens_the_purge_delay_until_it_is_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    // A budget of 1 MiB is under pressure above 128 KiB held: one request of 300 KB.
+    let budget = ["--max-request-bytes-in-flight", "1048576"];
+    let (mut server, addr) = start_logging_with(&budget, &log, "info,gamesolver::allocator=debug");
+    let mut client = GameSolverServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let num = "0".repeat(300_000);
+    let large =
+        pb::Problem { id: "large".into(), game: Some(pb::problem::Game::SumGame(pb::SumGame { num })) };
+    assert_eq!(solve(&mut client, large).await.unwrap().winner, pb::Winner::Bob as i32);
+    let pressed = "request memory pressure changed purge_delay_ms=10 pressed=true";
+    let relaxed = "request memory pressure changed purge_delay_ms=100 pressed=false";
+    let text = logged(&log, relaxed, 1).await;
+    assert_eq!(text.matches(pressed).count(), 1, "{text}");
+    assert!(text.find(pressed) < text.find(relaxed), "{text}");
+    // A small request is no pressure.
+    assert_eq!(solve(&mut client, iv(2)).await.unwrap().winner, pb::Winner::Bob as i32);
+    server.signal("TERM");
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("request memory pressure changed").count(), 2, "{text}");
+}
+
 /// Starts the binary with `flags`, its stderr in `log`; returns it and its address.
 fn start_logging(flags: &[&str], log: &Path) -> (ServerProcess, std::net::SocketAddr) {
+    start_logging_with(flags, log, "info")
+}
+
+/// [`start_logging`] with `RUST_LOG` set to `filter`.
+fn start_logging_with(flags: &[&str], log: &Path, filter: &str) -> (ServerProcess, std::net::SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gamesolver-server"))
         .args(["--listen", "127.0.0.1:0"])
         .args(flags)
+        .env("RUST_LOG", filter)
+        .env_remove("MIMALLOC_PURGE_DELAY")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 /// A client as the shares count it: an IPv4 address, or an IPv6 prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +138,8 @@ struct Holdings {
     clients: HashMap<Client, ClientHoldings>,
     next_entry: u64,
     waiters: Vec<Waker>,
+    /// Whether the total was last found above the high [`PressureMarks`].
+    pressed: bool,
 }
 
 impl Holdings {
@@ -180,17 +182,81 @@ impl Holdings {
     }
 }
 
+/// Marks on a resource's total that tell `on_change` when it is held heavily: `true`
+/// once the total rises above `high`, `false` once it falls back to `low` or below (two
+/// marks, so that a total hovering near one does not flip it back and forth).
+#[derive(Clone)]
+pub(crate) struct PressureMarks {
+    pub(crate) high: usize,
+    pub(crate) low: usize,
+    /// Called under the books' lock, in the order of the changes: keep it cheap.
+    pub(crate) on_change: Arc<dyn Fn(bool) + Send + Sync>,
+}
+
+impl Debug for PressureMarks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PressureMarks")
+            .field("high", &self.high)
+            .field("low", &self.low)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The books, locked; on unlocking, tells the [`PressureMarks`] of a change in pressure.
+struct Books<'a> {
+    holdings: MutexGuard<'a, Holdings>,
+    marks: Option<&'a PressureMarks>,
+}
+
+impl std::ops::Deref for Books<'_> {
+    type Target = Holdings;
+
+    fn deref(&self) -> &Holdings {
+        &self.holdings
+    }
+}
+
+impl std::ops::DerefMut for Books<'_> {
+    fn deref_mut(&mut self) -> &mut Holdings {
+        &mut self.holdings
+    }
+}
+
+impl Drop for Books<'_> {
+    fn drop(&mut self) {
+        let Some(marks) = self.marks else { return };
+        let holdings = &mut *self.holdings;
+        let pressed = holdings.total > if holdings.pressed { marks.low } else { marks.high };
+        if pressed != holdings.pressed {
+            holdings.pressed = pressed;
+            (marks.on_change)(pressed);
+        }
+    }
+}
+
 /// A resource shared fairly among clients; see the module docs.
 #[derive(Debug)]
 pub(crate) struct FairShare {
     policy: SharePolicy,
     holdings: Mutex<Holdings>,
+    marks: Option<PressureMarks>,
 }
 
 impl FairShare {
     /// A resource divided by `policy`.
     pub(crate) fn new(policy: SharePolicy) -> Arc<Self> {
-        Arc::new(FairShare { policy, holdings: Mutex::default() })
+        Arc::new(FairShare { policy, holdings: Mutex::default(), marks: None })
+    }
+
+    /// A resource divided by `policy`, whose total is watched by `marks`.
+    pub(crate) fn with_pressure_marks(policy: SharePolicy, marks: PressureMarks) -> Arc<Self> {
+        Arc::new(FairShare { policy, holdings: Mutex::default(), marks: Some(marks) })
+    }
+
+    /// The books, locked: every change to them goes through here, so that the pressure
+    /// marks see it.
+    fn books(&self) -> Books<'_> {
+        Books { holdings: self.holdings.lock(), marks: self.marks.as_ref() }
     }
 
     /// The policy in force.
@@ -200,13 +266,13 @@ impl FairShare {
 
     /// Held by all clients now.
     pub(crate) fn total(&self) -> usize {
-        self.holdings.lock().total
+        self.books().total
     }
 
     /// Clients holding any now.
     #[cfg(test)]
     pub(crate) fn clients(&self) -> usize {
-        self.holdings.lock().clients.len()
+        self.books().clients.len()
     }
 
     /// Takes `amount` for the client of `ip`, held by `holder`, or says why not.
@@ -218,7 +284,7 @@ impl FairShare {
     ) -> Result<Share, Refusal> {
         let client = self.policy.grouping.client(ip);
         let (share, taken_back) = {
-            let mut holdings = self.holdings.lock();
+            let mut holdings = self.books();
             let taken_back = self.admit(&mut holdings, client, amount)?;
             let id = holdings.insert(client, amount, holder);
             (Share { pool: Arc::clone(self), client, id, amount, took_back: taken_back.len() }, taken_back)
@@ -238,7 +304,7 @@ impl FairShare {
     ) -> Poll<Share> {
         let client = self.policy.grouping.client(ip);
         let (share, taken_back) = {
-            let mut holdings = self.holdings.lock();
+            let mut holdings = self.books();
             match self.admit(&mut holdings, client, amount) {
                 Ok(taken_back) => {
                     let id = holdings.insert(client, amount, Arc::clone(holder));
@@ -292,13 +358,13 @@ impl FairShare {
             return;
         }
         taken_back.iter().for_each(|holder| holder.revoke());
-        let waiters = std::mem::take(&mut self.holdings.lock().waiters);
+        let waiters = std::mem::take(&mut self.books().waiters);
         waiters.into_iter().for_each(Waker::wake);
     }
 
     fn give_back(&self, client: Client, id: u64) {
         let waiters = {
-            let mut holdings = self.holdings.lock();
+            let mut holdings = self.books();
             if !holdings.remove(client, id) {
                 return;
             }
@@ -339,7 +405,7 @@ impl Share {
     /// taken back cannot grow).
     pub(crate) fn try_grow(&mut self, more: usize) -> Result<(), Refusal> {
         let taken_back = {
-            let mut holdings = self.pool.holdings.lock();
+            let mut holdings = self.pool.books();
             let total = holdings.total;
             let booked = holdings.clients.get(&self.client).is_some_and(|c| c.entries.contains_key(&self.id));
             if !booked {
@@ -367,7 +433,7 @@ impl Share {
         }
         let less = self.amount - amount;
         let waiters = {
-            let mut holdings = self.pool.holdings.lock();
+            let mut holdings = self.pool.books();
             let Some(client) = holdings.clients.get_mut(&self.client) else { return };
             let Some(entry) = client.entries.get_mut(&self.id) else { return };
             entry.amount -= less;
@@ -500,6 +566,35 @@ mod tests {
         drop(held);
         assert!(pool.holdings.lock().waiters.is_empty());
         assert!(pool.poll_take(peer(2), 6, &holder, &mut cx).is_ready());
+    }
+
+    #[test]
+    fn pressure_marks_hear_of_the_total_passing_the_high_mark_and_falling_to_the_low_one() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let hearing = Arc::clone(&heard);
+        let on_change = Arc::new(move |pressed| hearing.lock().push(pressed));
+        let marks = PressureMarks { high: 6, low: 3, on_change };
+        let pool = FairShare::with_pressure_marks(SharePolicy::new(10, None, BY_ADDRESS), marks);
+        let (first, _) = take(&pool, 1, 4).unwrap();
+        assert!(heard.lock().is_empty(), "4 is below the high mark");
+        let (mut second, _) = take(&pool, 2, 3).unwrap();
+        assert_eq!(*heard.lock(), [true], "7 is above it");
+        second.shrink_to(1);
+        assert_eq!(*heard.lock(), [true], "5 is between the marks: still under pressure");
+        drop(first);
+        assert_eq!(*heard.lock(), [true, false], "1 is at most the low mark");
+        second.try_grow(3).unwrap();
+        assert_eq!(*heard.lock(), [true, false], "4 is between the marks: no pressure yet");
+        second.try_grow(4).unwrap();
+        assert_eq!(*heard.lock(), [true, false, true], "8 is above the high mark");
+        // A third client's 5 would pass the limit of 10: the second client's holding (8,
+        // more than a share of 10 / 2) is taken back in the same change, which leaves 5,
+        // still above the low mark.
+        let (third, _) = take(&pool, 3, 5).unwrap();
+        assert_eq!(pool.total(), 5);
+        assert_eq!(*heard.lock(), [true, false, true]);
+        drop((third, second));
+        assert_eq!(*heard.lock(), [true, false, true, false]);
     }
 
     #[test]

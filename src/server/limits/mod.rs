@@ -45,7 +45,7 @@ use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
-use super::connection::admission::{FairShare, Holder, Refusal, Share, SharePolicy};
+use super::connection::admission::{FairShare, Holder, PressureMarks, Refusal, Share, SharePolicy};
 use super::connection::state::{ConnectionInfo, ConnectionState};
 use budget::Budgeted;
 use inflate::Inflate;
@@ -158,7 +158,20 @@ impl CallLimitsLayer {
             limits.max_request_bytes_per_peer.map(units),
             limits.grouping(),
         );
-        CallLimitsLayer { limits: Arc::new(CallLimits::from(config)), calls, budget: FairShare::new(policy) }
+        let budget = FairShare::with_pressure_marks(policy, pressure_marks(policy.limit));
+        CallLimitsLayer { limits: Arc::new(CallLimits::from(config)), calls, budget }
+    }
+}
+
+/// The request-byte budget is under pressure above an eighth of its limit, and no longer
+/// at a sixteenth: a burst of large requests (inflated, decoded) passes that at once,
+/// where a stream of batches holds one message a call. Under pressure, freed memory goes
+/// back to the OS sooner ([`crate::allocator::request_memory_pressure`]).
+fn pressure_marks(limit: usize) -> PressureMarks {
+    PressureMarks {
+        high: limit / 8,
+        low: limit / 16,
+        on_change: Arc::new(crate::allocator::request_memory_pressure),
     }
 }
 
