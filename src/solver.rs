@@ -192,6 +192,12 @@ impl Solver {
         pool::run(move |_| solve_guarded(&game, &tables, winner_only)).await?
     }
 
+    /// True when [`Solver::solve_into`] solves `problems` on the caller's thread rather
+    /// than handing them to the pool: their work is within `--inline-work`.
+    pub fn solves_inline<M>(&self, problems: &[(M, Problem)]) -> bool {
+        work(problems) <= self.config.inline_work
+    }
+
     /// Solves one problem (which may have failed to convert), counting it.
     pub async fn solve_one(&self, problem: Problem, winner_only: bool) -> Result<Outcome, ProblemError> {
         let label = label(&problem);
@@ -243,7 +249,7 @@ impl Solver {
         // A table that could not grow fails only the problems that needed it.
         let failed = self.prepare(games(&problems)).await.err();
         self.tables.preload(games(&problems));
-        let work: usize = problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum();
+        let work = work(&problems);
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
             let observer = self.observer.clone();
@@ -293,6 +299,11 @@ impl Solver {
         buffers.problems.clear();
         Ok(buffers)
     }
+}
+
+/// The work of a batch's problems (a problem that failed to convert counts one).
+fn work<M>(problems: &[(M, Problem)]) -> usize {
+    problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum()
 }
 
 /// The two vectors of a batch solved by [`Solver::solve_into`]: its problems, each with

@@ -29,6 +29,7 @@ use gamesolver::columnar::{self, Games};
 use gamesolver::games::GameKind;
 use gamesolver::pb;
 use gamesolver::server::ServerConfig;
+use gamesolver::solver::SolverConfig;
 use tonic::transport::Channel;
 use tonic::Code;
 
@@ -528,42 +529,98 @@ fn random_tables_are_answered_row_by_row_as_solve_batch_answers_them() {
     let mut runner = TestRunner::new(Config { cases: 128, failure_persistence: None, ..Config::default() });
     runner
         .run(&case, |(games, format, batches, winner_only)| {
-            runtime.block_on(async {
-                let tables: Vec<_> = batches.iter().map(|rows| model::table(rows, games, format)).collect();
-                let sent: Vec<RecordBatch> = tables.iter().map(|(table, _)| table.clone()).collect();
-                let mut path = vec![games.name()];
-                if winner_only {
-                    path.push("winner_only");
-                }
-                let mut client = flight_client(channel.clone());
-                let answers = client.do_exchange(messages_each(&path, sent.clone())).await.unwrap();
-                let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
-                prop_assert_eq!(answers.len(), sent.len());
-                for (answer, (table, cells)) in answers.iter().zip(&tables) {
-                    prop_assert_eq!(answer.num_rows(), table.num_rows());
-                    let id = table.column_by_name("id");
-                    let expected_schema = columnar::output_schema(
-                        games,
-                        id.map(|_| table.schema().field_with_name("id").unwrap().clone()).as_ref(),
-                    );
-                    let schema = answer.schema();
-                    prop_assert_eq!(schema.as_ref(), &expected_schema, "{:?}", format);
-                    if let Some(id) = id {
-                        prop_assert_eq!(answer.column(0).as_ref(), id.as_ref());
-                    }
-                    let expected: Vec<_> = cells.iter().map(|cells| model::expected(cells, games)).collect();
-                    let problems: Vec<_> = expected.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
-                    let mut solved = solve_batch(&server, problems, winner_only).await.into_iter();
-                    let expected: Vec<Row> = expected
-                        .into_iter()
-                        .map(|e| e.map_or_else(error_row, |_| solved.next().unwrap()))
-                        .collect();
-                    prop_assert_eq!(rows(answer), expected, "{:?} {:?}", format, cells);
-                }
-                Ok(())
-            })
+            runtime.block_on(answered_as_solve_batch(
+                &server,
+                channel.clone(),
+                games,
+                format,
+                &batches,
+                winner_only,
+            ))
         })
         .unwrap();
+}
+
+/// Large mixed batches of random rows, in several formats: the server solves a batch of
+/// small problems a run of rows at a time, and every row, at the runs' edges too, is
+/// answered as `SolveBatch` answers it; so is every row of a server that hands all its
+/// problems to the pool (`inline_work` 0), where a run takes the rest of its batch along.
+#[test]
+fn batches_of_several_runs_are_answered_row_by_row_as_solve_batch_answers_them() {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let cells = model::mixed_cells();
+    let mut sample = |count: usize| -> Vec<model::Cells> {
+        (0..count).map(|_| cells.new_tree(&mut runner).unwrap().current()).collect()
+    };
+    // 8,192 rows a run: two whole runs and a part, a run and one row, one row short of a run.
+    let batches = vec![sample(2 * 8192 + 1000), sample(8193), sample(8191)];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for inline_work in [SolverConfig::default().inline_work, 0] {
+        let config = ServerConfig {
+            solver: SolverConfig { inline_work, ..SolverConfig::default() },
+            ..ServerConfig::default()
+        };
+        let server = runtime.block_on(TestServer::start(config));
+        let channel = runtime.block_on(server.channel());
+        for (lists, winner_only) in [(0, false), (1, true), (2, false)] {
+            let format = model::Format { num: lists, n: lists, lists, id: lists + 1, pad: 0 };
+            let checked = answered_as_solve_batch(
+                &server,
+                channel.clone(),
+                Games::Mixed,
+                format,
+                &batches,
+                winner_only,
+            );
+            runtime.block_on(checked).unwrap();
+        }
+    }
+}
+
+/// Sends `batches` of rows in `format` through one exchange and checks that each answer
+/// holds its table's ids and answers each row as `SolveBatch` answers the same problem,
+/// or with the row error the contract names.
+async fn answered_as_solve_batch(
+    server: &TestServer,
+    channel: Channel,
+    games: Games,
+    format: model::Format,
+    batches: &[Vec<model::Cells>],
+    winner_only: bool,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    use proptest::prelude::*;
+    let tables: Vec<_> = batches.iter().map(|rows| model::table(rows, games, format)).collect();
+    let sent: Vec<RecordBatch> = tables.iter().map(|(table, _)| table.clone()).collect();
+    let mut path = vec![games.name()];
+    if winner_only {
+        path.push("winner_only");
+    }
+    let mut client = flight_client(channel);
+    let answers = client.do_exchange(messages_each(&path, sent.clone())).await.unwrap();
+    let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
+    prop_assert_eq!(answers.len(), sent.len());
+    for (answer, (table, cells)) in answers.iter().zip(&tables) {
+        prop_assert_eq!(answer.num_rows(), table.num_rows());
+        let id = table.column_by_name("id");
+        let expected_schema = columnar::output_schema(
+            games,
+            id.map(|_| table.schema().field_with_name("id").unwrap().clone()).as_ref(),
+        );
+        let schema = answer.schema();
+        prop_assert_eq!(schema.as_ref(), &expected_schema, "{:?}", format);
+        if let Some(id) = id {
+            prop_assert_eq!(answer.column(0).as_ref(), id.as_ref());
+        }
+        let expected: Vec<_> = cells.iter().map(|cells| model::expected(cells, games)).collect();
+        let problems: Vec<_> = expected.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
+        let mut solved = solve_batch(server, problems, winner_only).await.into_iter();
+        let expected: Vec<Row> =
+            expected.into_iter().map(|e| e.map_or_else(error_row, |_| solved.next().unwrap())).collect();
+        prop_assert_eq!(rows(answer), expected, "{:?} {:?}", format, cells);
+    }
+    Ok(())
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ mod output;
 
 pub use input::{id_column, problems, problems_into, ColumnError};
 pub use messages::BatchEncoder;
-pub use output::{solutions, AnswerColumns};
+pub use output::{solutions, AnswerColumns, Solutions};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";

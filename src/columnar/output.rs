@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_array::builder::StringBuilder;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
@@ -15,36 +15,73 @@ use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
-/// problems' id column and its field) first when given. `alice_wins` and its validity are
-/// packed 64 rows at a time straight from the results; the answer columns are written by
-/// [`AnswerColumns`], and the error columns a run of solved rows at a time.
+/// problems' id column and its field) first when given: [`Solutions`] given every result
+/// at once.
 pub fn solutions(
     games: Games,
     results: &[Result<Outcome, ProblemError>],
     id: Option<(&Field, ArrayRef)>,
 ) -> Result<RecordBatch, ArrowError> {
-    let schema = output_schema(games, id.as_ref().map(|(field, _)| *field));
-    let rows = results.len();
-    let outcome = |row: usize| results[row].as_ref().ok();
-    let alice_wins = BooleanBuffer::collect_bool(rows, |row| {
-        outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
-    });
-    let solved = nulls(BooleanBuffer::collect_bool(rows, |row| results[row].is_ok()));
-    let mut answers = AnswerColumns::new(games, rows);
-    let mut errors = ErrorColumns::default();
-    for result in results {
-        let outcome = result.as_ref().ok();
-        answers.append(
-            outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
-            outcome.and_then(|outcome| outcome.nim_value),
-        );
-        errors.append(result.as_ref().err());
+    let mut table = Solutions::new(games, results.len());
+    table.append(results);
+    table.finish(id)
+}
+
+/// A table of solutions being built from a batch's results, a run of results at a time,
+/// so that a door can solve a large batch in runs that stay in the cache.
+/// `alice_wins` and its validity are packed 64 rows at a time straight from the results;
+/// the answer columns are written by [`AnswerColumns`], and the error columns a run of
+/// solved rows at a time.
+#[derive(Debug)]
+pub struct Solutions {
+    games: Games,
+    alice_wins: BooleanBufferBuilder,
+    solved: BooleanBufferBuilder,
+    answers: AnswerColumns,
+    errors: ErrorColumns,
+}
+
+impl Solutions {
+    /// An empty table of `games` solutions, with room for `rows`.
+    pub fn new(games: Games, rows: usize) -> Self {
+        Solutions {
+            games,
+            alice_wins: BooleanBufferBuilder::new(rows),
+            solved: BooleanBufferBuilder::new(rows),
+            answers: AnswerColumns::new(games, rows),
+            errors: ErrorColumns::default(),
+        }
     }
-    let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
-    columns.push(Arc::new(BooleanArray::new(alice_wins, solved)));
-    columns.extend(answers.finish());
-    columns.extend(errors.finish());
-    RecordBatch::try_new(Arc::new(schema), columns)
+
+    /// Appends a row for each of `results`, in order. Runs of a multiple of 64 rows
+    /// append the packed columns a word at a time.
+    pub fn append(&mut self, results: &[Result<Outcome, ProblemError>]) {
+        let outcome = |row: usize| results[row].as_ref().ok();
+        let alice_wins = BooleanBuffer::collect_bool(results.len(), |row| {
+            outcome(row).is_some_and(|outcome| outcome.winner == Player::Alice)
+        });
+        self.alice_wins.append_buffer(&alice_wins);
+        self.solved.append_buffer(&BooleanBuffer::collect_bool(results.len(), |row| results[row].is_ok()));
+        for result in results {
+            let outcome = result.as_ref().ok();
+            self.answers.append(
+                outcome.and_then(|outcome| outcome.winning_move).map(|m| m.values()),
+                outcome.and_then(|outcome| outcome.nim_value),
+            );
+            self.errors.append(result.as_ref().err());
+        }
+    }
+
+    /// The table of the rows appended, with `id` first when given (as many rows).
+    pub fn finish(mut self, id: Option<(&Field, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
+        let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
+        let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
+        let solved = nulls(self.solved.finish());
+        columns.push(Arc::new(BooleanArray::new(self.alice_wins.finish(), solved)));
+        columns.extend(self.answers.finish());
+        columns.extend(self.errors.finish());
+        RecordBatch::try_new(Arc::new(schema), columns)
+    }
 }
 
 /// The validity `valid` gives, none when every row is valid.

@@ -164,10 +164,10 @@ fn batches(
 }
 
 /// The memory a batch holds while it is solved, as the read-ahead counts it: its Arrow
-/// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
-/// problems).
+/// arrays and the problems of a run decoded from them (as `SolveBatchStream` counts its
+/// decoded problems).
 fn weight(batch: &RecordBatch) -> usize {
-    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<Problem>()
+    batch.get_array_memory_size() + batch.num_rows().min(RUN_ROWS) * std::mem::size_of::<Problem>()
 }
 
 /// The vectors of one batch solved: its problems (untagged: an answer's place is its
@@ -216,7 +216,17 @@ impl Extend<Problem> for Untagged<'_> {
     }
 }
 
-/// Solves one batch of problems into its batch of solutions.
+/// Rows of a batch solved at a time when its problems are small. A run's problems and
+/// results (40 bytes a row each) stay in the cache between reading, solving and writing
+/// them, where a whole batch of 65,536 rows went out to memory and back at each step. A
+/// run within `--inline-work` is solved on the batch's own task ([`solve_in_order`] gives
+/// each batch one), so a stream's batches keep every worker busy at once. Runs handed to
+/// the pool one by one lost the gain in hand-offs, so a run beyond `--inline-work` takes
+/// the rest of its batch with it to the pool (docs/performance.md).
+const RUN_ROWS: usize = 8192;
+
+/// Solves one batch of problems into its batch of solutions, [`RUN_ROWS`] at a time while
+/// they are small.
 async fn solve_batch(
     solver: &Solver,
     spare: &SpareBuffers,
@@ -225,18 +235,39 @@ async fn solve_batch(
 ) -> Result<RecordBatch, Status> {
     let invalid = |err: columnar::ColumnError| Status::invalid_argument(err.to_string());
     let id = columnar::id_column(&batch).map_err(invalid)?;
+    let rows = batch.num_rows();
+    let mut solutions = columnar::Solutions::new(descriptor.games, rows);
     let mut buffers = spare.take();
-    columnar::problems_into(&batch, descriptor.games, &mut Untagged(&mut buffers.problems))
-        .map_err(invalid)?;
+    let mut start = 0;
+    // Once at least: a batch of no rows still has its columns checked.
+    loop {
+        let run = batch.slice(start, RUN_ROWS.min(rows - start));
+        start += run.num_rows();
+        columnar::problems_into(&run, descriptor.games, &mut Untagged(&mut buffers.problems))
+            .map_err(invalid)?;
+        if !solver.solves_inline(&buffers.problems) && start < rows {
+            // Larger problems go to the pool, which splits them over every core: the rest
+            // of the batch goes with them, in one hand-off.
+            let rest = batch.slice(start, rows - start);
+            start = rows;
+            columnar::problems_into(&rest, descriptor.games, &mut Untagged(&mut buffers.problems))
+                .map_err(invalid)?;
+        }
+        buffers = solver
+            .solve_into(buffers, descriptor.winner_only, |(), result| result)
+            .await
+            .map_err(|err| Status::from(ProblemError::from(err)))?;
+        solutions.append(&buffers.results);
+        if start == rows {
+            break;
+        }
+        // A run solved inline holds the worker: let its other calls in between runs.
+        tokio::task::yield_now().await;
+    }
     drop(batch);
-    let buffers = solver
-        .solve_into(buffers, descriptor.winner_only, |(), result| result)
-        .await
-        .map_err(|err| Status::from(ProblemError::from(err)))?;
-    let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));
-    let solutions = columnar::solutions(descriptor.games, &buffers.results, id).map_err(internal);
     spare.give_back(buffers);
-    solutions
+    let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));
+    solutions.finish(id).map_err(internal)
 }
 
 /// Turns answer batches into Flight messages ([`BatchEncoder`]), none above the

@@ -60,7 +60,9 @@ impl StreamBudget {
 /// Reading and solving are bounded apart. The next request is read as long as the
 /// decoded requests in flight stay within the `budget`'s bytes (each counts at least one
 /// [`BUDGET_UNIT`]), so HTTP/2 flow control reaches the client only when that much is
-/// waiting; at most the budget's `window` of them are solved at once. Reading ahead of the
+/// waiting; at most the budget's `window` of them are solved at once, each on a task of
+/// its own (ended with the stream), so that one stream's requests are solved on every
+/// worker, not only on the one polling the stream. Reading ahead of the
 /// solving matters: h2 closes a connection whose peer keeps many small DATA frames unread
 /// (`ENHANCE_YOUR_CALM`, "too_many_data_frames": a budget of half the connection window
 /// at 256 bytes a frame), which a grpc-go client streaming 25-byte problems reached with
@@ -99,7 +101,12 @@ where
                 let answer = answer?;
                 // The semaphore belongs to this stream and is never closed.
                 let _solving = solving.acquire_owned().await;
-                answer.await
+                // A task of its own (see above), aborted if the stream is dropped.
+                let task = tokio::spawn(tracing::Instrument::in_current_span(answer));
+                match tokio_util::task::AbortOnDropHandle::new(task).await {
+                    Ok(answer) => answer,
+                    Err(err) => Err(Status::internal(format!("solving a request failed: {err}"))),
+                }
             }
         })
         // Every request in flight holds at least one unit, so `units` bounds this too.
