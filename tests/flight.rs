@@ -554,8 +554,8 @@ fn batches_of_several_runs_are_answered_row_by_row_as_solve_batch_answers_them()
     let mut sample = |count: usize| -> Vec<model::Cells> {
         (0..count).map(|_| cells.new_tree(&mut runner).unwrap().current()).collect()
     };
-    // 8,192 rows a run: two whole runs and a part, a run and one row, one row short of a run.
-    let batches = vec![sample(2 * 8192 + 1000), sample(8193), sample(8191)];
+    // 4,096 rows a run: four whole runs and a part, two runs and one row, one row short of two runs.
+    let batches = vec![sample(4 * 4096 + 1000), sample(2 * 4096 + 1), sample(2 * 4096 - 1)];
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for inline_work in [SolverConfig::default().inline_work, 0] {
         let config = ServerConfig {

@@ -220,10 +220,11 @@ impl Extend<Problem> for Untagged<'_> {
 /// results (40 bytes a row each) stay in the cache between reading, solving and writing
 /// them, where a whole batch of 65,536 rows went out to memory and back at each step. A
 /// run within `--inline-work` is solved on the batch's own task ([`solve_in_order`] gives
-/// each batch one), so a stream's batches keep every worker busy at once. Runs handed to
-/// the pool one by one lost the gain in hand-offs, so a run beyond `--inline-work` takes
-/// the rest of its batch with it to the pool (docs/performance.md).
-const RUN_ROWS: usize = 8192;
+/// each batch one), so a stream's batches keep every worker busy at once; 4,096 rows of
+/// the bulk client's mixed tables are within it, where 8,192 were not. Runs handed to the
+/// pool one by one lost the gain in hand-offs, so a run beyond `--inline-work` takes the
+/// rest of its batch with it to the pool (docs/performance.md).
+const RUN_ROWS: usize = 4096;
 
 /// Solves one batch of problems into its batch of solutions, [`RUN_ROWS`] at a time while
 /// they are small.
