@@ -164,10 +164,11 @@ fn batches(
 }
 
 /// The memory a batch holds while it is solved, as the read-ahead counts it: its Arrow
-/// arrays and the problems of a run decoded from them (as `SolveBatchStream` counts its
-/// decoded problems).
+/// arrays and the problems decoded from them (as `SolveBatchStream` counts its decoded
+/// problems). All its rows count: a run of large problems takes the rest of its batch
+/// along.
 fn weight(batch: &RecordBatch) -> usize {
-    batch.get_array_memory_size() + batch.num_rows().min(RUN_ROWS) * std::mem::size_of::<Problem>()
+    batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<Problem>()
 }
 
 /// The vectors of one batch solved: its problems (untagged: an answer's place is its
@@ -239,20 +240,22 @@ async fn solve_batch(
     let rows = batch.num_rows();
     let mut solutions = columnar::Solutions::new(descriptor.games, rows);
     let mut buffers = spare.take();
+    // The problems of `len` rows from `start` on, appended to `into`.
+    let read = |start: usize, len: usize, into: &mut Vec<((), Problem)>| {
+        columnar::problems_into(&batch.slice(start, len), descriptor.games, &mut Untagged(into))
+            .map_err(invalid)
+    };
     let mut start = 0;
     // Once at least: a batch of no rows still has its columns checked.
     loop {
-        let run = batch.slice(start, RUN_ROWS.min(rows - start));
-        start += run.num_rows();
-        columnar::problems_into(&run, descriptor.games, &mut Untagged(&mut buffers.problems))
-            .map_err(invalid)?;
+        let len = RUN_ROWS.min(rows - start);
+        read(start, len, &mut buffers.problems)?;
+        start += len;
         if !solver.solves_inline(&buffers.problems) && start < rows {
             // Larger problems go to the pool, which splits them over every core: the rest
             // of the batch goes with them, in one hand-off.
-            let rest = batch.slice(start, rows - start);
+            read(start, rows - start, &mut buffers.problems)?;
             start = rows;
-            columnar::problems_into(&rest, descriptor.games, &mut Untagged(&mut buffers.problems))
-                .map_err(invalid)?;
         }
         buffers = solver
             .solve_into(buffers, descriptor.winner_only, |(), result| result)

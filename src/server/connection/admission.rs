@@ -253,8 +253,8 @@ impl FairShare {
         Arc::new(FairShare { policy, holdings: Mutex::default(), marks: Some(marks) })
     }
 
-    /// The books, locked: every change to them goes through here, so that the pressure
-    /// marks see it.
+    /// The books, locked for a change: every change goes through here, so that the
+    /// pressure marks see it (a read alone locks `holdings` itself).
     fn books(&self) -> Books<'_> {
         Books { holdings: self.holdings.lock(), marks: self.marks.as_ref() }
     }
@@ -266,13 +266,13 @@ impl FairShare {
 
     /// Held by all clients now.
     pub(crate) fn total(&self) -> usize {
-        self.books().total
+        self.holdings.lock().total
     }
 
     /// Clients holding any now.
     #[cfg(test)]
     pub(crate) fn clients(&self) -> usize {
-        self.books().clients.len()
+        self.holdings.lock().clients.len()
     }
 
     /// Takes `amount` for the client of `ip`, held by `holder`, or says why not.
