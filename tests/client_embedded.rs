@@ -3,13 +3,15 @@
 //! over its port or through a pipe in memory), stopped at the end of the run, and its
 //! failures reported.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_all_correct, generate};
+use gamesolver::client::format::Format;
+use gamesolver::client::gen::{generate_table, GenConfig};
 use gamesolver::client::{
-    self, BoxError, ClientError, EmbeddedServer, EmbeddedStarter, InputSource, Pipe, SolveConfig,
+    self, BoxError, ClientError, EmbeddedServer, EmbeddedStarter, Exchange, InputSource, Pipe, SolveConfig,
 };
 use gamesolver::seconds::Seconds;
 use gamesolver::server::{Server, ServerConfig};
@@ -39,6 +41,33 @@ fn real_server(piped: bool) -> EmbeddedStarter {
     })
 }
 
+/// The binary's embedded server: the real server, its Flight exchange in this process for
+/// columnar runs, and a pipe for the others, whose connections are counted in `piped`.
+fn exchanging_server(piped: Arc<AtomicUsize>) -> EmbeddedStarter {
+    EmbeddedStarter::new(move || {
+        let piped = Arc::clone(&piped);
+        async move {
+            let config =
+                ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
+            let mut server = Server::bind(config).await?;
+            let in_process = server.in_process();
+            let exchange = {
+                let in_process = in_process.clone();
+                Exchange::new(move |descriptor, batches| in_process.exchange(descriptor, batches))
+            };
+            let pipe = Pipe::new(move || {
+                piped.fetch_add(1, Ordering::SeqCst);
+                let in_process = in_process.clone();
+                async move { in_process.connect().await }
+            });
+            let url = "http://127.0.0.1:1".to_owned();
+            Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown))
+                .with_pipe(pipe)
+                .with_exchange(exchange))
+        }
+    })
+}
+
 fn config(dir: &std::path::Path, embedded: Option<EmbeddedStarter>) -> SolveConfig {
     SolveConfig {
         input: InputSource::File(dir.join("in.jsonl")),
@@ -65,6 +94,36 @@ async fn a_run_reaches_its_embedded_server_through_the_pipe_it_is_given() {
     let summary = client::solve(config(dir.path(), Some(real_server(true)))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_columnar_run_is_solved_by_the_embedded_servers_exchange_without_a_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    // The same problems as JSON lines and as Parquet.
+    generate(&path("in.jsonl"), 5_000, 35);
+    let gen = GenConfig { count: 5_000, seed: 35, ..GenConfig::default() };
+    let parquet = Box::new(std::fs::File::create(path("in.parquet")).unwrap());
+    generate_table(&gen, Format::Parquet, parquet).unwrap();
+    let piped = Arc::new(AtomicUsize::new(0));
+
+    let columnar = SolveConfig {
+        input: InputSource::File(path("in.parquet")),
+        output: Some(path("from-parquet.jsonl")),
+        ..config(dir.path(), Some(exchanging_server(Arc::clone(&piped))))
+    };
+    let summary = client::solve(columnar).await.unwrap();
+    assert_eq!((summary.problems, summary.errors), (5_000, 0));
+    assert_all_correct(&path("in.jsonl"), &path("from-parquet.jsonl"));
+    assert_eq!(piped.load(Ordering::SeqCst), 0, "a columnar run opens no connection");
+
+    // A JSON-lines run has no exchange: it goes through the pipe, to the same answers.
+    let lines = config(dir.path(), Some(exchanging_server(Arc::clone(&piped))));
+    client::solve(lines).await.unwrap();
+    assert!(piped.load(Ordering::SeqCst) > 0, "a JSON-lines run connects through the pipe");
+    let (from_lines, from_parquet) =
+        (std::fs::read(path("out.jsonl")).unwrap(), std::fs::read(path("from-parquet.jsonl")).unwrap());
+    assert!(from_lines == from_parquet, "the same lines, byte for byte");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,6 +157,7 @@ async fn a_starter_that_fails_and_a_server_that_dies_end_the_run_with_their_reas
                 Ok(EmbeddedServer {
                     url: "http://127.0.0.1:1".to_owned(),
                     pipe: None,
+                    exchange: None,
                     stop: Box::new(move || stopped.store(true, Ordering::SeqCst)),
                     ended: Box::pin(async { Err::<(), BoxError>("table file is corrupt".into()) }),
                 })

@@ -10,7 +10,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig};
 use gamesolver::client::{
-    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, Pipe, SolveConfig,
+    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, Exchange, Pipe, SolveConfig,
 };
 use gamesolver::flag_env;
 use gamesolver::seconds::Seconds;
@@ -185,13 +185,19 @@ async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, c
     let mut server = Server::bind(config).await?;
     let url = format!("http://{}", server.local_addr());
     // The run's connections go through pipes in memory: the loopback TCP they took
-    // before was a sixth of a Parquet run's CPU (docs/performance.md).
+    // before was a sixth of a Parquet run's CPU. A columnar run goes without a connection
+    // at all: its batches are solved by the server's Flight exchange in this process,
+    // without the IPC and HTTP/2 between (docs/performance.md).
     let in_process = server.in_process();
+    let exchange = {
+        let in_process = in_process.clone();
+        Exchange::new(move |descriptor, batches| in_process.exchange(descriptor, batches))
+    };
     let pipe = Pipe::new(move || {
         let in_process = in_process.clone();
         async move { in_process.connect().await }
     });
-    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe))
+    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe).with_exchange(exchange))
 }
 
 /// The manual pages, from the same definitions as `--help`.

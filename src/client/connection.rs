@@ -30,7 +30,7 @@ use tonic::{Code, Status};
 
 use crate::client::answer_check::{self, WrongAnswer};
 use crate::client::batch::Batch;
-use crate::client::embedded::Pipe;
+use crate::client::embedded::{Exchange, Pipe};
 use crate::client::output::{Answered, ToWriter};
 use crate::client::queue::WorkQueue;
 use crate::client::tls_failure;
@@ -205,6 +205,8 @@ pub struct Server {
     endpoint: Endpoint,
     /// Connects through this instead of a socket to `url` (the embedded server's pipe).
     pipe: Option<Pipe>,
+    /// Solves a columnar run's batches without a connection (the embedded server's).
+    exchange: Option<Exchange>,
     known: Arc<Known>,
 }
 
@@ -267,17 +269,24 @@ impl Server {
             // Room for a full window of answers, so that the server never waits on us.
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20);
-        Ok(Server { url: full, endpoint, pipe: None, known: Arc::default() })
+        Ok(Server { url: full, endpoint, pipe: None, exchange: None, known: Arc::default() })
     }
 
-    /// The same server, reached through `pipe` (when given) rather than a socket.
-    pub(crate) fn through(self, pipe: Option<Pipe>) -> Self {
-        Server { pipe, ..self }
+    /// The same server, reached through `pipe` (when given) rather than a socket, and
+    /// solving a columnar run's batches through `exchange` (when given) without a
+    /// connection.
+    pub(crate) fn through(self, pipe: Option<Pipe>, exchange: Option<Exchange>) -> Self {
+        Server { pipe, exchange, ..self }
+    }
+
+    /// Its exchange without a connection, when it is in this process.
+    pub(crate) fn exchange(&self) -> Option<&Exchange> {
+        self.exchange.as_ref()
     }
 
     /// Opens a channel to the server: its HTTP/2 handshake (and TLS's) over a socket, or
     /// over its pipe.
-    async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+    pub(crate) async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
         let Some(pipe) = &self.pipe else { return self.endpoint.connect().await };
         let pipe = pipe.clone();
         let connector = tower::service_fn(move |_: http::Uri| {
@@ -354,12 +363,17 @@ pub(crate) enum Failure {
 pub(crate) trait Door: Send + Sync + 'static {
     /// A batch as it goes on the wire, kept until its answer is written; also the answer's type.
     type Payload: Clone + Send + Sync + 'static;
+    /// What a call is opened on: a channel to the server, or what stands for one.
+    type Link: Send + 'static;
 
-    /// Opens one call on `channel`, whose requests come from `requests`; its answers come
+    /// Connects to `server`.
+    fn link<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<Self::Link, tonic::transport::Error>>;
+
+    /// Opens one call on `link`, whose requests come from `requests`; its answers come
     /// in request order.
     fn open(
         &self,
-        channel: Channel,
+        link: Self::Link,
         config: &ConnectionConfig,
         requests: tokio::sync::mpsc::Receiver<Self::Payload>,
     ) -> BoxFuture<'static, Result<Answers<Self::Payload>, Failure>>;
@@ -378,6 +392,11 @@ pub(crate) struct Grpc;
 
 impl Door for Grpc {
     type Payload = Bytes;
+    type Link = Channel;
+
+    fn link<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<Channel, tonic::transport::Error>> {
+        server.connect().boxed()
+    }
 
     fn open(
         &self,
@@ -730,8 +749,8 @@ async fn attempt<D: Door>(
     *waiting_since = Some(connecting);
     // connect_timeout bounds only the TCP connect: the TLS and HTTP/2 handshakes are
     // bounded here.
-    let connect = async { server.connect().await.map_err(Failure::Connect) };
-    let channel = tokio::select! {
+    let connect = async { door.link(server).await.map_err(Failure::Connect) };
+    let link = tokio::select! {
         () = server.distrusted() => return Err(Failure::Distrusted),
         connected = tokio::time::timeout(connect_within, connect) => {
             connected.map_err(|_| Failure::NoConnection(connect_within))??
@@ -760,7 +779,7 @@ async fn attempt<D: Door>(
     let opened = tokio::select! {
         biased;
         () = server.distrusted() => return Err(Failure::Distrusted),
-        opened = tokio::time::timeout_at(tokio::time::Instant::from_std(sent + silence), door.open(channel, config, requests)) => {
+        opened = tokio::time::timeout_at(tokio::time::Instant::from_std(sent + silence), door.open(link, config, requests)) => {
             opened.map_err(|_| Failure::Silent(silence))?
         }
     };

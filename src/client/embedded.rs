@@ -9,9 +9,14 @@ use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use tokio::io::DuplexStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tonic::Status;
+
+use crate::columnar::Descriptor;
 
 /// Any error, as an embedded server reports it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -45,6 +50,44 @@ impl fmt::Debug for Pipe {
     }
 }
 
+/// Solves a table's batches on a server in this process without a connection: each batch
+/// answered by one table of solutions, in order, as a Flight `DoExchange` answers it, with
+/// no Arrow IPC, HTTP/2 or pipe in between. A columnar run takes it in place of the pipe.
+#[derive(Clone)]
+pub struct Exchange(Arc<ExchangeFn>);
+
+type ExchangeFn = dyn Fn(Descriptor, BoxStream<'static, RecordBatch>) -> BoxStream<'static, Result<RecordBatch, Status>>
+    + Send
+    + Sync;
+
+impl Exchange {
+    /// An exchange opened by `exchange`.
+    pub fn new<F>(exchange: F) -> Self
+    where
+        F: Fn(Descriptor, BoxStream<'static, RecordBatch>) -> BoxStream<'static, Result<RecordBatch, Status>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Exchange(Arc::new(exchange))
+    }
+
+    /// Opens an exchange of `batches` solving `descriptor`.
+    pub(crate) fn open(
+        &self,
+        descriptor: Descriptor,
+        batches: BoxStream<'static, RecordBatch>,
+    ) -> BoxStream<'static, Result<RecordBatch, Status>> {
+        (self.0)(descriptor, batches)
+    }
+}
+
+impl fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Exchange(..)")
+    }
+}
+
 /// A server running in this process, for one run.
 pub struct EmbeddedServer {
     /// Where it listens, such as `http://127.0.0.1:PORT`: what the run reports, and
@@ -52,6 +95,8 @@ pub struct EmbeddedServer {
     pub url: String,
     /// How the run connects to it instead of over `url`'s socket, when set.
     pub pipe: Option<Pipe>,
+    /// How a columnar run has its batches solved without a connection, when set.
+    pub exchange: Option<Exchange>,
     /// Asks it to shut down gracefully; `ended` resolves once it has.
     pub stop: Box<dyn FnOnce() + Send>,
     /// Resolves when the server has stopped: `Ok` after `stop`, `Err` with the reason when
@@ -73,6 +118,7 @@ impl EmbeddedServer {
         EmbeddedServer {
             url,
             pipe: None,
+            exchange: None,
             stop: Box::new(move || stop.cancel()),
             ended: Box::pin(async move { task.await?.map_err(Into::into) }),
         }
@@ -82,6 +128,12 @@ impl EmbeddedServer {
     pub fn with_pipe(self, pipe: Pipe) -> Self {
         EmbeddedServer { pipe: Some(pipe), ..self }
     }
+
+    /// A columnar run has its batches solved through `exchange` rather than over a
+    /// connection.
+    pub fn with_exchange(self, exchange: Exchange) -> Self {
+        EmbeddedServer { exchange: Some(exchange), ..self }
+    }
 }
 
 impl fmt::Debug for EmbeddedServer {
@@ -89,6 +141,7 @@ impl fmt::Debug for EmbeddedServer {
         f.debug_struct("EmbeddedServer")
             .field("url", &self.url)
             .field("pipe", &self.pipe.is_some())
+            .field("exchange", &self.exchange.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -111,8 +164,8 @@ impl EmbeddedStarter {
 
     /// Starts a server and returns the handle through which the run stops it.
     pub(crate) async fn start(&self) -> Result<Running, BoxError> {
-        let EmbeddedServer { url, pipe, stop, ended } = (self.0)().await?;
-        Ok(Running { url, pipe, stop, ended: Some(ended) })
+        let EmbeddedServer { url, pipe, exchange, stop, ended } = (self.0)().await?;
+        Ok(Running { url, pipe, exchange, stop, ended: Some(ended) })
     }
 }
 
@@ -126,6 +179,7 @@ impl fmt::Debug for EmbeddedStarter {
 pub(crate) struct Running {
     pub(crate) url: String,
     pub(crate) pipe: Option<Pipe>,
+    pub(crate) exchange: Option<Exchange>,
     stop: Box<dyn FnOnce() + Send>,
     /// `None` once it has resolved.
     ended: Option<BoxFuture<'static, Result<(), BoxError>>>,

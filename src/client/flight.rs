@@ -14,13 +14,14 @@ use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::{FlightClient, FlightDescriptor};
 use arrow_schema::{Field, Schema};
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryFutureExt, TryStreamExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use crate::client::answer_check::WrongAnswer;
 use crate::client::batch::Batch;
-use crate::client::connection::{Answers, ConnectionConfig, Door, Failure};
+use crate::client::connection::{Answers, ConnectionConfig, Door, Failure, Server};
+use crate::client::embedded::Exchange;
 use crate::client::table::answers;
 use crate::columnar::{self, BatchEncoder, Descriptor};
 
@@ -50,15 +51,38 @@ fn failure(err: FlightError) -> Failure {
     }
 }
 
+/// What an exchange is opened on.
+pub(crate) enum Link {
+    /// A channel to the server, over its socket or pipe.
+    Channel(Channel),
+    /// The embedded server's exchange, without a connection.
+    InProcess(Exchange),
+}
+
 impl Door for Flight {
     type Payload = RecordBatch;
+    type Link = Link;
+
+    fn link<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<Link, tonic::transport::Error>> {
+        match server.exchange() {
+            Some(exchange) => futures::future::ready(Ok(Link::InProcess(exchange.clone()))).boxed(),
+            None => server.connect().map_ok(Link::Channel).boxed(),
+        }
+    }
 
     fn open(
         &self,
-        channel: Channel,
+        link: Link,
         config: &ConnectionConfig,
         requests: tokio::sync::mpsc::Receiver<RecordBatch>,
     ) -> BoxFuture<'static, Result<Answers<RecordBatch>, Failure>> {
+        let channel = match link {
+            Link::Channel(channel) => channel,
+            Link::InProcess(exchange) => {
+                let answers = exchange.open(self.descriptor, ReceiverStream::new(requests).boxed());
+                return futures::future::ready(Ok(answers.map_err(Failure::Status).boxed())).boxed();
+            }
+        };
         let mut inner = FlightServiceClient::new(channel)
             .max_decoding_message_size(config.max_message_bytes)
             .max_encoding_message_size(config.max_message_bytes);

@@ -50,7 +50,7 @@ pub use answer_check::WrongAnswer;
 pub use batch::{BatchBuilder, InputMark};
 pub use config::{Compression, SolveConfig};
 pub use connection::{ConnectionError, TlsFiles};
-pub use embedded::{BoxError, EmbeddedServer, EmbeddedStarter, Pipe};
+pub use embedded::{BoxError, EmbeddedServer, EmbeddedStarter, Exchange, Pipe};
 pub use error::ClientError;
 pub use input::{InputError, InputSource};
 pub use output::OutputError;

@@ -136,7 +136,10 @@ impl<D: Door> Run<D> {
             _ => None,
         };
         let servers = match &embedded {
-            Some(embedded) => vec![Server::parse(&embedded.url, &tls)?.through(embedded.pipe.clone())],
+            Some(embedded) => {
+                vec![Server::parse(&embedded.url, &tls)?
+                    .through(embedded.pipe.clone(), embedded.exchange.clone())]
+            }
             None => servers,
         };
 

@@ -13,15 +13,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow_array::RecordBatch;
+use futures::stream::BoxStream;
+use futures::Stream;
 use tokio::io::DuplexStream;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
+use tonic::Status;
 use tonic_health::ServingStatus;
 use tower::util::option_layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::columnar::Descriptor;
 use crate::games::Tables;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
@@ -112,6 +117,8 @@ pub struct Server {
     cors: Option<CorsLayer>,
     /// Where [`InProcess`] handles send their connections, once one was asked for.
     in_process: Option<mpsc::Receiver<DuplexStream>>,
+    /// One solver behind every door: the same tables, pool and problem counts.
+    solver: Arc<Solver>,
 }
 
 /// Opens connections to a [`Server`] from the same process, over an in-memory pipe
@@ -124,6 +131,7 @@ pub struct Server {
 #[derive(Debug, Clone)]
 pub struct InProcess {
     connections: mpsc::Sender<DuplexStream>,
+    flight: FlightSolverService,
 }
 
 impl InProcess {
@@ -140,6 +148,16 @@ impl InProcess {
                 Err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "the server has stopped"))
             }
         }
+    }
+
+    /// A Flight exchange without a connection: `batches` answered as `DoExchange` answers
+    /// them, by the same solver ([`FlightSolverService::exchange_in_process`]).
+    pub fn exchange(
+        &self,
+        descriptor: Descriptor,
+        batches: impl Stream<Item = RecordBatch> + Send + 'static,
+    ) -> BoxStream<'static, Result<RecordBatch, Status>> {
+        self.flight.exchange_in_process(descriptor, batches)
     }
 }
 
@@ -168,6 +186,9 @@ impl Server {
         let bind = |addr: SocketAddr, what: &'static str| async move {
             TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, what, source })
         };
+        let solver = Arc::new(
+            Solver::new(Arc::clone(&tables), config.solver.clone()).with_observer(Arc::new(metrics.clone())),
+        );
         let listener = bind(config.listen, "").await?;
         let metrics_listener = match config.observability.metrics_listen {
             Some(addr) => Some(bind(addr, " for metrics").await?),
@@ -183,6 +204,7 @@ impl Server {
             metrics,
             cors,
             in_process: None,
+            solver,
         })
     }
 
@@ -195,7 +217,8 @@ impl Server {
         let (connections, queue) = mpsc::channel(QUEUED);
         // A second call replaces the first's queue: its handles then see a stopped server.
         self.in_process = Some(queue);
-        InProcess { connections }
+        let flight = FlightSolverService::new(Arc::clone(&self.solver), self.config.limits.max_message_bytes);
+        InProcess { connections, flight }
     }
 
     /// The address the gRPC port is bound to (the port picked for port 0).
@@ -226,18 +249,16 @@ impl Server {
             listener,
             metrics_listener,
             tls,
-            tables,
+            tables: _,
             table_lifecycles,
             metrics,
             cors,
             in_process,
+            solver,
         } = self;
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
         let health = Self::health().await;
-        // One solver behind both doors: the same tables, pool and problem counts.
-        let solver = Solver::new(tables, config.solver.clone()).with_observer(Arc::new(metrics.clone()));
-        let solver = Arc::new(solver);
         // Outermost first. With --grpc-web, CORS answers a browser's preflight before
         // anything else (it is no call: neither counted nor limited) and adds its grant to
         // every answer, refusals included, so that the page can read their status; then
