@@ -43,9 +43,12 @@ pub fn check(request: &RecordBatch, answer: &RecordBatch, expected: &Schema) -> 
             ));
         }
     }
-    let (sent, echoed) = (request.column(0), answer.column_by_name(ID).expect("checked above"));
-    if sent.to_data() != echoed.to_data() {
-        let row = (0..sent.len()).find(|&row| sent.slice(row, 1).to_data() != echoed.slice(row, 1).to_data());
+    let (sent, echoed) =
+        (request.column(0).to_data(), answer.column_by_name(ID).expect("checked above").to_data());
+    // The same buffers hold the same ids: an answer from the embedded server's exchange
+    // echoes the very column it was sent, and is not compared value by value.
+    if !sent.ptr_eq(&echoed) && sent != echoed {
+        let row = (0..sent.len()).find(|&row| sent.slice(row, 1) != echoed.slice(row, 1));
         return Err(format!(
             "its ids are not the request's (first at row {} of the batch)",
             row.unwrap_or(0)
