@@ -1,5 +1,7 @@
 //! The Flight door: a table's batches through Arrow Flight `DoExchange`, each answered by
-//! one table of solutions of the same rows in the same order.
+//! one table of solutions of the same rows in the same order. With the embedded server the
+//! exchange is opened on the server's [`Exchange`] in this process, without a channel: the
+//! batches go to it as they are, and their answers are checked the same way.
 //!
 //! The exchange's descriptor names what it solves (`["mixed"]` or one game, and
 //! `winner_only`), as the columnar contract says. Every answer is checked against its
