@@ -1,7 +1,7 @@
 //! The client library's embedded server: started through the `EmbeddedStarter` its caller
 //! hands it (here, as in the binary, a `gamesolver::server::Server` on 127.0.0.1:0, reached
-//! over its port or through a pipe in memory), stopped at the end of the run, and its
-//! failures reported.
+//! over its port or through a pipe in memory, and a table run through its Flight exchange
+//! without a connection), stopped at the end of the run, and its failures reported.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
