@@ -782,6 +782,40 @@ fn resume_after_a_kill_ends_as_an_uninterrupted_run() {
 }
 
 #[test]
+fn ctrl_c_mid_run_leaves_an_output_that_resumes_to_the_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["--batch-rows", "200", "--batch-size", "200", "--row-group-rows", "1024"];
+    let input = dir.path().join("p.csv");
+    gen(&input, 6_000, 52);
+    let text = std::fs::read(&input).unwrap();
+    let complete = dir.path().join("complete.parquet");
+    solve(&[&[path_str(&input), "-o", path_str(&complete)][..], &options].concat(), 0);
+
+    // Without --server: the batches are in the embedded server's exchange when it stops.
+    let output = dir.path().join("out.parquet");
+    let (run, stdin) =
+        start_fed("csv", &[&["-o", path_str(&output)][..], &options].concat(), &text, cut(&text, 0.6));
+    let started = std::time::Instant::now();
+    while checkpointed(&output) == 0 {
+        assert!(started.elapsed() < PATIENCE, "no checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill").args(["-s", "INT", &run.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    // stdin stays open: a reader blocked on it must not keep the client alive.
+    let result = run.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(result.status.code(), Some(2));
+
+    let stderr = solve(&[&[path_str(&input), "-o", path_str(&output), "--resume"][..], &options].concat(), 0);
+    assert!(stderr.contains("(resumed after"), "{stderr}");
+    assert!(
+        std::fs::read(&output).unwrap() == std::fs::read(&complete).unwrap(),
+        "the resumed output differs from a whole run"
+    );
+}
+
+#[test]
 fn resume_refuses_an_output_it_cannot_prove_is_this_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, output) = (dir.path().join("a.csv"), dir.path().join("b.csv"), dir.path().join("out.parquet"));
