@@ -119,6 +119,9 @@ pub struct Server {
     in_process: Option<mpsc::Receiver<DuplexStream>>,
     /// One solver behind every door: the same tables, pool and problem counts.
     solver: Arc<Solver>,
+    /// The Flight door over it, one for the server: its clones (the listener's service,
+    /// [`InProcess`] handles) share its spare batch vectors, which are bounded server-wide.
+    flight: FlightSolverService,
 }
 
 /// Opens connections to a [`Server`] from the same process, over an in-memory pipe
@@ -189,6 +192,7 @@ impl Server {
         let solver = Arc::new(
             Solver::new(Arc::clone(&tables), config.solver.clone()).with_observer(Arc::new(metrics.clone())),
         );
+        let flight = FlightSolverService::new(Arc::clone(&solver), config.limits.max_message_bytes);
         let listener = bind(config.listen, "").await?;
         let metrics_listener = match config.observability.metrics_listen {
             Some(addr) => Some(bind(addr, " for metrics").await?),
@@ -205,6 +209,7 @@ impl Server {
             cors,
             in_process: None,
             solver,
+            flight,
         })
     }
 
@@ -217,8 +222,7 @@ impl Server {
         let (connections, queue) = mpsc::channel(QUEUED);
         // A second call replaces the first's queue: its handles then see a stopped server.
         self.in_process = Some(queue);
-        let flight = FlightSolverService::new(Arc::clone(&self.solver), self.config.limits.max_message_bytes);
-        InProcess { connections, flight }
+        InProcess { connections, flight: self.flight.clone() }
     }
 
     /// The address the gRPC port is bound to (the port picked for port 0).
@@ -255,6 +259,7 @@ impl Server {
             cors,
             in_process,
             solver,
+            flight,
         } = self;
         let calls = limits::CallCount::new(&config);
         let stopping = CancellationToken::new();
@@ -285,8 +290,8 @@ impl Server {
             .add_service(health.1)
             .add_service(Self::reflection().build_v1()?)
             .add_service(Self::reflection().build_v1alpha()?)
-            .add_service(Self::solver_service(&config, Arc::clone(&solver)))
-            .add_service(Self::flight_service(&config, solver));
+            .add_service(Self::solver_service(&config, solver))
+            .add_service(Self::flight_service(&config, flight));
 
         if let Some(listener) = metrics_listener {
             let limits = config.observability.endpoint_limits(config.limits.grouping());
@@ -363,10 +368,10 @@ impl Server {
     /// settings.
     fn flight_service(
         config: &ServerConfig,
-        solver: Arc<Solver>,
+        flight: FlightSolverService,
     ) -> FlightServiceServer<FlightSolverService> {
         let max = config.limits.max_message_bytes;
-        let service = FlightServiceServer::new(FlightSolverService::new(solver, max))
+        let service = FlightServiceServer::new(flight)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
             .accept_compressed(CompressionEncoding::Gzip)

@@ -71,9 +71,7 @@ impl FlightSolverService {
     pub fn new(solver: Arc<Solver>, max_message_bytes: usize) -> Self {
         FlightSolverService { solver, spare: Arc::default(), max_message_bytes }
     }
-}
 
-impl FlightSolverService {
     /// What `DoExchange` does between decoding and encoding: each batch of `requests`
     /// answered by one batch of solutions, in order, through the stream's read-ahead bound,
     /// window and idle timeout ([`solve_in_order`]) and the fan-out.
