@@ -249,7 +249,7 @@ impl Solver {
         // A table that could not grow fails only the problems that needed it.
         let failed = self.prepare(games(&problems)).await.err();
         self.tables.preload(games(&problems));
-        let work = work(&problems);
+        let inline = self.solves_inline(&problems);
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
             let observer = self.observer.clone();
@@ -269,7 +269,7 @@ impl Solver {
             }
             finish(tag, result)
         };
-        if work <= self.config.inline_work {
+        if inline {
             let mut tally = tally();
             results.clear();
             results.extend(
