@@ -18,38 +18,36 @@ use gamesolver::server::{Server, ServerConfig};
 
 use crate::common;
 
-/// What the binary hands the library: the real server on a loopback port, which the run
-/// reaches over that port, or, `piped`, through a pipe in memory (as the binary's does);
-/// then its URL names a port where nothing listens, so that a run that goes anywhere else
-/// fails.
-fn real_server(piped: bool) -> EmbeddedStarter {
-    EmbeddedStarter::new(move || async move {
-        let config =
-            ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
-        let mut server = Server::bind(config).await?;
-        if !piped {
-            let url = format!("http://{}", server.local_addr());
-            return Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)));
-        }
-        let in_process = server.in_process();
-        let pipe = Pipe::new(move || {
-            let in_process = in_process.clone();
-            async move { in_process.connect().await }
-        });
-        let url = "http://127.0.0.1:1".to_owned();
-        Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe))
-    })
+/// How a run reaches the embedded server of [`real_server`].
+#[derive(Clone)]
+enum Reach {
+    /// Over its loopback port.
+    Port,
+    /// Through a pipe in memory, as the binary's JSON-lines runs do.
+    Pipe,
+    /// As the binary's runs do: a table run through the server's Flight exchange in this
+    /// process, any other through a pipe, whose connections are counted here.
+    Exchange(Arc<AtomicUsize>),
 }
 
-/// The binary's embedded server: the real server, its Flight exchange in this process for
-/// columnar runs, and a pipe for the others, whose connections are counted in `piped`.
-fn exchanging_server(piped: Arc<AtomicUsize>) -> EmbeddedStarter {
+/// What the binary hands the library: the real server on a loopback port, reached as
+/// `reach` says. Reached otherwise than by its port, its URL names a port where nothing
+/// listens, so that a run that goes anywhere else fails.
+fn real_server(reach: Reach) -> EmbeddedStarter {
     EmbeddedStarter::new(move || {
-        let piped = Arc::clone(&piped);
+        let reach = reach.clone();
         async move {
             let config =
                 ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), ..ServerConfig::ephemeral() };
             let mut server = Server::bind(config).await?;
+            let (piped, exchanging) = match reach {
+                Reach::Port => {
+                    let url = format!("http://{}", server.local_addr());
+                    return Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)));
+                }
+                Reach::Pipe => (Arc::default(), false),
+                Reach::Exchange(piped) => (piped, true),
+            };
             let in_process = server.in_process();
             let exchange = {
                 let in_process = in_process.clone();
@@ -61,9 +59,8 @@ fn exchanging_server(piped: Arc<AtomicUsize>) -> EmbeddedStarter {
                 async move { in_process.connect().await }
             });
             let url = "http://127.0.0.1:1".to_owned();
-            Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown))
-                .with_pipe(pipe)
-                .with_exchange(exchange))
+            let embedded = EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe);
+            Ok(if exchanging { embedded.with_exchange(exchange) } else { embedded })
         }
     })
 }
@@ -82,7 +79,7 @@ fn config(dir: &std::path::Path, embedded: Option<EmbeddedStarter>) -> SolveConf
 async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 31);
-    let summary = client::solve(config(dir.path(), Some(real_server(false)))).await.unwrap();
+    let summary = client::solve(config(dir.path(), Some(real_server(Reach::Port)))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
@@ -91,7 +88,7 @@ async fn a_run_without_servers_solves_through_the_server_its_caller_starts() {
 async fn a_run_reaches_its_embedded_server_through_the_pipe_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
     generate(&dir.path().join("in.jsonl"), 5_000, 34);
-    let summary = client::solve(config(dir.path(), Some(real_server(true)))).await.unwrap();
+    let summary = client::solve(config(dir.path(), Some(real_server(Reach::Pipe)))).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
     assert_all_correct(&dir.path().join("in.jsonl"), &dir.path().join("out.jsonl"));
 }
@@ -110,7 +107,7 @@ async fn a_columnar_run_is_solved_by_the_embedded_servers_exchange_without_a_con
     let columnar = SolveConfig {
         input: InputSource::File(path("in.parquet")),
         output: Some(path("from-parquet.jsonl")),
-        ..config(dir.path(), Some(exchanging_server(Arc::clone(&piped))))
+        ..config(dir.path(), Some(real_server(Reach::Exchange(Arc::clone(&piped)))))
     };
     let summary = client::solve(columnar).await.unwrap();
     assert_eq!((summary.problems, summary.errors), (5_000, 0));
@@ -118,7 +115,7 @@ async fn a_columnar_run_is_solved_by_the_embedded_servers_exchange_without_a_con
     assert_eq!(piped.load(Ordering::SeqCst), 0, "a columnar run opens no connection");
 
     // A JSON-lines run has no exchange: it goes through the pipe, to the same answers.
-    let lines = config(dir.path(), Some(exchanging_server(Arc::clone(&piped))));
+    let lines = config(dir.path(), Some(real_server(Reach::Exchange(Arc::clone(&piped)))));
     client::solve(lines).await.unwrap();
     assert!(piped.load(Ordering::SeqCst) > 0, "a JSON-lines run connects through the pipe");
     let (from_lines, from_parquet) =
