@@ -17,7 +17,7 @@ use std::time::Duration;
 use rayon::prelude::*;
 
 use crate::convert::ProblemError;
-use crate::games::{Game, GameKind, Outcome, Tables};
+use crate::games::{Game, GameKind, GameRef, Outcome, Tables};
 use crate::pool::{self, PoolError};
 use crate::seconds::Timeout;
 
@@ -78,9 +78,37 @@ pub trait SolveObserver: Send + Sync + std::fmt::Debug + 'static {
 /// null input), which is answered and counted like any other error.
 pub type Problem = Result<Game, ProblemError>;
 
+/// A problem whose input a door keeps in buffers of its own (Arrow columns), borrowed
+/// from them; see [`Solver::solve_borrowed`].
+pub type ProblemRef<'a> = Result<GameRef<'a>, ProblemError>;
+
+/// A problem in either form, as the solver reads it (a door's tag beside it ignored).
+pub trait AsProblem {
+    /// The problem's game, or why it has none.
+    fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError>;
+}
+
+impl AsProblem for Problem {
+    fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError> {
+        self.as_ref().map(Game::borrowed)
+    }
+}
+
+impl AsProblem for ProblemRef<'_> {
+    fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError> {
+        self.as_ref().copied()
+    }
+}
+
+impl<M, P: AsProblem> AsProblem for (M, P) {
+    fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError> {
+        self.1.as_problem()
+    }
+}
+
 /// The metrics label of a problem: its game's (a row error that names its game counts
 /// under it), or `none` for one without a game.
-fn label(problem: &Problem) -> &'static str {
+fn label(problem: Result<GameRef<'_>, &ProblemError>) -> &'static str {
     match problem {
         Ok(game) => game.kind().label(),
         Err(ProblemError::NullInput { game, .. } | ProblemError::NegativeValue { game, .. }) => game.label(),
@@ -161,7 +189,7 @@ impl Solver {
     /// Grows each table to the largest pile among `games` that needs it, on the
     /// blocking pool (a table extension can take seconds). Piles beyond a table's limit
     /// get their own error from `solve`.
-    async fn prepare<'a>(&self, games: impl Iterator<Item = &'a Game>) -> Result<(), PoolError> {
+    async fn prepare<'a>(&self, games: impl Iterator<Item = GameRef<'a>>) -> Result<(), PoolError> {
         let mut needed: Vec<(GameKind, u64)> = Vec::new();
         for (kind, n) in games.filter_map(|game| self.tables.needs_extension(game)) {
             match needed.iter_mut().find(|(k, _)| *k == kind) {
@@ -184,23 +212,23 @@ impl Solver {
 
     /// Solves one game, uncounted; with `winner_only`, no winning move is looked for.
     pub async fn solve(&self, game: Game, winner_only: bool) -> Result<Outcome, ProblemError> {
-        self.prepare(std::iter::once(&game)).await?;
+        self.prepare(std::iter::once(game.borrowed())).await?;
         if game.work() <= self.config.inline_work {
-            return solve_guarded(&game, &self.tables, winner_only);
+            return solve_guarded(game.borrowed(), &self.tables, winner_only);
         }
         let tables = Arc::clone(&self.tables);
-        pool::run(move |_| solve_guarded(&game, &tables, winner_only)).await?
+        pool::run(move |_| solve_guarded(game.borrowed(), &tables, winner_only)).await?
     }
 
     /// True when [`Solver::solve_into`] solves `problems` on the caller's thread rather
     /// than handing them to the pool: their work is within `--inline-work`.
-    pub fn solves_inline<M>(&self, problems: &[(M, Problem)]) -> bool {
+    pub fn solves_inline(&self, problems: &[impl AsProblem]) -> bool {
         work(problems) <= self.config.inline_work
     }
 
     /// Solves one problem (which may have failed to convert), counting it.
     pub async fn solve_one(&self, problem: Problem, winner_only: bool) -> Result<Outcome, ProblemError> {
-        let label = label(&problem);
+        let label = label(problem.as_problem());
         let result = match problem {
             Ok(game) => self.solve(game, winner_only).await,
             Err(err) => Err(err),
@@ -246,9 +274,7 @@ impl Solver {
         F: Fn(M, Result<Outcome, ProblemError>) -> T + Send + Sync + 'static,
     {
         let BatchBuffers { mut problems, mut results } = buffers;
-        // A table that could not grow fails only the problems that needed it.
-        let failed = self.prepare(games(&problems)).await.err();
-        self.tables.preload(games(&problems));
+        let failed = self.ready(&problems).await;
         let inline = self.solves_inline(&problems);
         // Each problem is counted in a tally of its task, added to the metrics at its end.
         let tally = {
@@ -256,18 +282,7 @@ impl Solver {
             move || observer.clone().map(|observer| Tally { observer, counts: Vec::new() })
         };
         let solve_one = move |tables: &Tables, tally: &mut Option<Tally>, (tag, problem): (M, &Problem)| {
-            let label = label(problem);
-            let result = match problem {
-                Err(err) => Err(err.clone()),
-                Ok(game) => match &failed {
-                    Some(err) if tables.needs_extension(game).is_some() => Err(err.clone().into()),
-                    _ => solve_guarded(game, tables, winner_only),
-                },
-            };
-            if let Some(tally) = tally {
-                tally.record(label, &result);
-            }
-            finish(tag, result)
+            finish(tag, solve_counted(tables, failed.as_ref(), winner_only, tally, problem.as_problem()))
         };
         if inline {
             let mut tally = tally();
@@ -299,11 +314,61 @@ impl Solver {
         buffers.problems.clear();
         Ok(buffers)
     }
+
+    /// Solves problems that borrow a door's buffers (Arrow columns), so that no row's
+    /// input is copied, on the calling worker: for a run that [`Solver::solves_inline`]
+    /// admits (a larger one goes to the pool through [`Solver::solve_into`], which needs
+    /// them owned). The results replace what `results` held, one a problem, in order.
+    pub async fn solve_borrowed(
+        &self,
+        problems: &[ProblemRef<'_>],
+        winner_only: bool,
+        results: &mut Vec<Result<Outcome, ProblemError>>,
+    ) {
+        let failed = self.ready(problems).await;
+        let mut tally = self.tally();
+        results.clear();
+        results.extend(problems.iter().map(|problem| {
+            solve_counted(&self.tables, failed.as_ref(), winner_only, &mut tally, problem.as_problem())
+        }));
+    }
+
+    /// Readies the tables for a batch: grows them ([`Solver::prepare`]) and warms what
+    /// its problems will read. A table that could not grow fails only the problems that
+    /// needed it: the error returned, for [`solve_counted`].
+    async fn ready(&self, problems: &[impl AsProblem]) -> Option<ProblemError> {
+        let failed = self.prepare(games(problems)).await.err();
+        self.tables.preload(games(problems));
+        failed.map(ProblemError::from)
+    }
+}
+
+/// Solves one problem of a batch whose tables are ready (`failed`: why they could not
+/// grow), counting it in `tally`.
+#[inline]
+fn solve_counted(
+    tables: &Tables,
+    failed: Option<&ProblemError>,
+    winner_only: bool,
+    tally: &mut Option<Tally>,
+    problem: Result<GameRef<'_>, &ProblemError>,
+) -> Result<Outcome, ProblemError> {
+    let result = match problem {
+        Err(err) => Err(err.clone()),
+        Ok(game) => match failed {
+            Some(err) if tables.needs_extension(game).is_some() => Err(err.clone()),
+            _ => solve_guarded(game, tables, winner_only),
+        },
+    };
+    if let Some(tally) = tally {
+        tally.record(label(problem), &result);
+    }
+    result
 }
 
 /// The work of a batch's problems (a problem that failed to convert counts one).
-fn work<M>(problems: &[(M, Problem)]) -> usize {
-    problems.iter().map(|(_, game)| game.as_ref().map_or(1, Game::work)).sum()
+fn work(problems: &[impl AsProblem]) -> usize {
+    problems.iter().map(|problem| problem.as_problem().map_or(1, GameRef::work)).sum()
 }
 
 /// The two vectors of a batch solved by [`Solver::solve_into`]: its problems, each with
@@ -323,13 +388,13 @@ impl<M, T> Default for BatchBuffers<M, T> {
 }
 
 /// The games of a batch's problems that converted.
-fn games<M>(problems: &[(M, Problem)]) -> impl Iterator<Item = &Game> + Clone + '_ {
-    problems.iter().filter_map(|(_, game)| game.as_ref().ok())
+fn games<P: AsProblem>(problems: &[P]) -> impl Iterator<Item = GameRef<'_>> + Clone + '_ {
+    problems.iter().filter_map(|problem| problem.as_problem().ok())
 }
 
 /// Solves `game`, turning a panic into an error for this problem alone.
 /// With `winner_only`, no move is looked for ([`Game::winner`]).
-fn solve_guarded(game: &Game, tables: &Tables, winner_only: bool) -> Result<Outcome, ProblemError> {
+fn solve_guarded(game: GameRef<'_>, tables: &Tables, winner_only: bool) -> Result<Outcome, ProblemError> {
     let solved = catch_unwind(AssertUnwindSafe(|| match winner_only {
         true => game.winner(tables),
         false => game.solve(tables),
@@ -418,5 +483,36 @@ mod tests {
                 assert_eq!(buffers.problems.capacity(), room, "the problems' vector is kept");
             }
         }
+    }
+
+    /// Borrowed problems are answered and counted as the same problems owned are, a
+    /// table that must grow first included; `results` is replaced.
+    #[tokio::test]
+    async fn borrowed_problems_answer_and_count_as_owned_ones() {
+        let counted = |counts: &Counts| {
+            let mut counts = counts.0.lock().unwrap().clone();
+            counts.sort();
+            counts
+        };
+        let (owned_counts, borrowed_counts) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+        let owned = solver(usize::MAX).with_observer(Arc::clone(&owned_counts) as Arc<dyn SolveObserver>);
+        let borrowed =
+            solver(usize::MAX).with_observer(Arc::clone(&borrowed_counts) as Arc<dyn SolveObserver>);
+        let mut problems: Vec<_> = batch(3_000).into_iter().map(|(_, problem)| problem).collect();
+        // Beyond the move table a fresh table covers: it grows first.
+        problems.push(Ok(Game::StoneGameIv(3_000_000)));
+        problems.push(Ok(Game::NimSquare(vec![4, 9, 1_000])));
+        let expected =
+            owned.solve_batch(problems.iter().cloned().map(|p| ((), p)).collect(), false, |(), r| r);
+        let expected = expected.await.unwrap();
+        let refs: Vec<ProblemRef<'_>> = problems
+            .iter()
+            .map(|problem| problem.as_ref().map(Game::borrowed).map_err(Clone::clone))
+            .collect();
+        let mut results = vec![Err(ProblemError::MissingProblem); 7];
+        borrowed.solve_borrowed(&refs, false, &mut results).await;
+        assert_eq!(results, expected);
+        assert_eq!(counted(&borrowed_counts), counted(&owned_counts));
+        assert!(counted(&owned_counts).iter().any(|&(game, _, _)| game == "stone_game_iv"));
     }
 }

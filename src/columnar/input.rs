@@ -4,8 +4,10 @@
 //! batch that fails that check has no problems at all ([`ColumnError`]). Each row is then
 //! read on its own: a null input, a null in a list, a negative integer or (in `mixed`) a
 //! row with no game or several is that row's [`ProblemError`], and the other rows are
-//! answered. Sliced arrays are read through their offsets; nothing is copied but the
-//! inputs the solver takes ownership of.
+//! answered. Sliced arrays are read through their offsets. A row's problem borrows the
+//! columns ([`BatchProblems`]); nothing is copied but the inputs the solver takes
+//! ownership of ([`problems`]) and list items of another type than uint64 (converted once
+//! a batch).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -15,12 +17,14 @@ use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, LargeStringArray, RecordBatch, StringArray, StringViewArray,
 };
 use arrow_buffer::NullBuffer;
+use std::borrow::Cow;
+
 use arrow_schema::{DataType, FieldRef};
 
 use super::{accepted_types, Games, ID};
 use crate::convert::ProblemError;
-use crate::games::{self, GameKind, InputShape};
-use crate::solver::Problem;
+use crate::games::{GameKind, GameRef, InputRef, InputShape};
+use crate::solver::{Problem, ProblemRef};
 
 /// Why a batch's columns cannot be read as problems at all; the exchange fails with
 /// `INVALID_ARGUMENT` and this message.
@@ -71,25 +75,50 @@ pub fn problems_into(
     games: Games,
     into: &mut impl Extend<Problem>,
 ) -> Result<(), ColumnError> {
-    let rows = 0..batch.num_rows();
-    match games {
-        Games::One(game) => {
-            let input =
-                Input::find(batch, game)?.ok_or(ColumnError::Missing { game, column: game.input() })?;
-            into.extend(rows.map(|row| input.problem(row)));
-        }
-        Games::Mixed => {
-            let mut inputs = Vec::with_capacity(GameKind::ALL.len());
-            for game in GameKind::ALL {
-                inputs.extend(Input::find(batch, game)?);
+    let problems = BatchProblems::of(batch, games)?;
+    into.extend((0..batch.num_rows()).map(|row| problems.get(row).map(GameRef::to_owned)));
+    Ok(())
+}
+
+/// A batch's problems where they lie: its game columns found and checked once, then each
+/// row's problem read on its own, borrowing them.
+pub struct BatchProblems<'a> {
+    /// The game columns the batch has: the one game's, or in `mixed` each present.
+    inputs: Vec<Input<'a>>,
+    mixed: bool,
+}
+
+impl<'a> BatchProblems<'a> {
+    /// The input columns of `batch` that `games` names, checked (other columns are
+    /// ignored).
+    pub fn of(batch: &'a RecordBatch, games: Games) -> Result<Self, ColumnError> {
+        match games {
+            Games::One(game) => {
+                let input =
+                    Input::find(batch, game)?.ok_or(ColumnError::Missing { game, column: game.input() })?;
+                Ok(BatchProblems { inputs: vec![input], mixed: false })
             }
-            if inputs.is_empty() {
-                return Err(ColumnError::NoGameColumn);
+            Games::Mixed => {
+                let mut inputs = Vec::with_capacity(GameKind::ALL.len());
+                for game in GameKind::ALL {
+                    inputs.extend(Input::find(batch, game)?);
+                }
+                if inputs.is_empty() {
+                    return Err(ColumnError::NoGameColumn);
+                }
+                Ok(BatchProblems { inputs, mixed: true })
             }
-            into.extend(rows.map(|row| mixed_problem(&inputs, row)));
         }
     }
-    Ok(())
+
+    /// The problem in `row` (within the batch), or why it has none.
+    #[inline]
+    pub fn get(&self, row: usize) -> ProblemRef<'_> {
+        match self.mixed {
+            false => self.inputs[0].problem(row),
+            true => mixed_problem(&self.inputs, row),
+        }
+    }
 }
 
 /// The batch's `id` column and its field, if it has one; any type is echoed back.
@@ -110,7 +139,7 @@ fn column(batch: &RecordBatch, name: &'static str) -> Result<Option<usize>, Colu
 
 /// The row's problem in a `mixed` batch: the one game whose input is not null.
 #[inline]
-fn mixed_problem(inputs: &[Input<'_>], row: usize) -> Problem {
+fn mixed_problem<'i>(inputs: &'i [Input<'_>], row: usize) -> ProblemRef<'i> {
     let mut set = inputs.iter().filter(|input| !input.is_null(row));
     match (set.next(), set.next()) {
         (None, _) => Err(ProblemError::MissingGame),
@@ -167,30 +196,28 @@ impl<'a> Input<'a> {
 
     /// The problem in `row`, or why it has none.
     #[inline]
-    fn problem(&self, row: usize) -> Problem {
+    fn problem(&self, row: usize) -> ProblemRef<'_> {
         let game = self.game;
         let null = || ProblemError::NullInput { game, index: None };
         let input = match &self.column {
-            Column::Strings(strings) => {
-                strings.get(row).map(|num| games::Input::Text(num.to_owned())).ok_or_else(null)?
-            }
+            Column::Strings(strings) => strings.get(row).map(InputRef::Text).ok_or_else(null)?,
             Column::Integers(integers) => match integers.is_null(row) {
                 true => return Err(null()),
                 false => integers
                     .values
                     .get(row)
-                    .map(games::Input::Integer)
+                    .map(InputRef::Integer)
                     .map_err(|value| ProblemError::NegativeValue { game, value, index: None })?,
             },
             Column::Lists(lists) => {
                 if lists.nulls.is_some_and(|nulls| nulls.is_null(row)) {
                     return Err(null());
                 }
-                games::Input::Integers(lists.values(game, row)?)
+                InputRef::Integers(lists.values(game, row)?)
             }
         };
-        // `find` read the column by the game's own shape, which `with_input` takes.
-        Ok(game.with_input(input).expect("an input of the game's shape"))
+        // `find` read the column by the game's own shape, which `with_input_ref` takes.
+        Ok(game.with_input_ref(input).expect("an input of the game's shape"))
     }
 }
 
@@ -320,17 +347,29 @@ impl<'a> IntegerValues<'a> {
         with_slice!(self, values => count(values[index]))
     }
 
-    /// The values in `range` as counts, or the first negative one (its position in the
-    /// range and its value).
-    fn counts(self, range: std::ops::Range<usize>) -> Result<Vec<u64>, (usize, i64)> {
+    /// The values in `range` as counts, borrowed when they are uint64; a negative value
+    /// (which [`IntegerValues::first_negative`] finds) becomes 0.
+    fn counts(self, range: std::ops::Range<usize>) -> Cow<'a, [u64]> {
         if let IntegerValues::UInt64(values) = self {
-            return Ok(values[range].to_vec());
+            return Cow::Borrowed(&values[range]);
         }
-        with_slice!(self, values => values[range]
-            .iter()
-            .enumerate()
-            .map(|(i, &value)| count(value).map_err(|value| (i, value)))
-            .collect())
+        with_slice!(self, values => Cow::Owned(values[range].iter().map(|&value| count(value).unwrap_or(0)).collect()))
+    }
+
+    /// The first negative value in `range`: its position in the range and its value.
+    fn first_negative(self, range: std::ops::Range<usize>) -> Option<(usize, i64)> {
+        match self {
+            IntegerValues::Int8(_)
+            | IntegerValues::Int16(_)
+            | IntegerValues::Int32(_)
+            | IntegerValues::Int64(_) => {
+                with_slice!(self, values => values[range]
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, &value)| count(value).err().map(|value| (i, value))))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -362,6 +401,10 @@ struct Lists<'a> {
     nulls: Option<&'a NullBuffer>,
     offsets: Offsets<'a>,
     values: Integers<'a>,
+    /// The items the rows span as counts, from the item at `first` on: the values
+    /// themselves when they are uint64, else converted once for the batch.
+    counts: Cow<'a, [u64]>,
+    first: usize,
 }
 
 impl<'a> Lists<'a> {
@@ -381,17 +424,30 @@ impl<'a> Lists<'a> {
             }
             _ => return None,
         };
-        Some(Lists { nulls: array.nulls(), offsets, values: Integers::of(values.as_ref())? })
+        let values = Integers::of(values.as_ref())?;
+        let mut lists = Lists { nulls: array.nulls(), offsets, values, counts: Cow::Borrowed(&[]), first: 0 };
+        // Only the items the rows span: a slice of a large array converts no more.
+        let (first, end) = (lists.start(0), lists.start(array.len()));
+        lists.counts = lists.values.values.counts(first..end);
+        lists.first = first;
+        Some(lists)
+    }
+
+    /// Where the list in `row` starts in the items; `row` = the array's length gives
+    /// where the last ends.
+    #[inline]
+    fn start(&self, row: usize) -> usize {
+        // Offsets a valid array holds are never negative.
+        match self.offsets {
+            Offsets::List(offsets) => offsets[row] as usize,
+            Offsets::LargeList(offsets) => offsets[row] as usize,
+            Offsets::FixedSizeList(size) => row * size,
+        }
     }
 
     /// The values of the list in `row` (not null) as counts, or the row's error.
-    fn values(&self, game: GameKind, row: usize) -> Result<Vec<u64>, ProblemError> {
-        // Offsets a valid array holds are never negative.
-        let range = match self.offsets {
-            Offsets::List(offsets) => offsets[row] as usize..offsets[row + 1] as usize,
-            Offsets::LargeList(offsets) => offsets[row] as usize..offsets[row + 1] as usize,
-            Offsets::FixedSizeList(size) => row * size..(row + 1) * size,
-        };
+    fn values(&self, game: GameKind, row: usize) -> Result<&[u64], ProblemError> {
+        let range = self.start(row)..self.start(row + 1);
         if let Some(nulls) = self.values.nulls.filter(|nulls| nulls.null_count() > 0) {
             // The first null or negative value, whichever comes first, is the row's error.
             for (index, i) in range.clone().enumerate() {
@@ -404,11 +460,10 @@ impl<'a> Lists<'a> {
                 }
             }
         }
-        self.values.values.counts(range).map_err(|(index, value)| ProblemError::NegativeValue {
-            game,
-            value,
-            index: Some(index as u64),
-        })
+        if let Some((index, value)) = self.values.values.first_negative(range.clone()) {
+            return Err(ProblemError::NegativeValue { game, value, index: Some(index as u64) });
+        }
+        Ok(&self.counts[range.start - self.first..range.end - self.first])
     }
 }
 
@@ -524,6 +579,20 @@ mod tests {
             );
             let sliced = column.slice(2, 2);
             assert_eq!(read(vec![("stones", sliced)], IX).unwrap(), expected[2..], "{}", column.data_type());
+        }
+        // Without null items: a negative one is found in the converted items' row alone.
+        let rows = vec![Some(vec![Some(5i32), Some(6)]), Some(vec![Some(7), Some(-8)]), Some(vec![Some(9)])];
+        let expected = vec![
+            Ok(Game::StoneGameIx(vec![5, 6])),
+            Err(ProblemError::NegativeValue { game: GameKind::StoneGameIx, value: -8, index: Some(1) }),
+            Ok(Game::StoneGameIx(vec![9])),
+        ];
+        let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(rows));
+        assert_eq!(read(vec![("stones", list.clone())], IX).unwrap(), expected);
+        for (start, len) in [(0, 1), (1, 2), (2, 1), (3, 0)] {
+            let sliced = list.slice(start, len);
+            let read = read(vec![("stones", sliced)], IX).unwrap();
+            assert_eq!(read, expected[start..start + len], "rows {start}..{}", start + len);
         }
         let mut piles = ListBuilder::new(UInt64Builder::new());
         piles.append_value([Some(u64::MAX), Some(0)]);

@@ -26,7 +26,7 @@ mod input;
 mod messages;
 mod output;
 
-pub use input::{id_column, problems, problems_into, ColumnError};
+pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::BatchEncoder;
 pub use output::{solutions, AnswerColumns, Solutions};
 

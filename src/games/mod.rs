@@ -373,6 +373,17 @@ impl GameKind {
         }
     }
 
+    /// [`GameKind::with_input`] for a borrowed input.
+    pub fn with_input_ref(self, input: InputRef<'_>) -> Option<GameRef<'_>> {
+        match (self, input) {
+            (GameKind::SumGame, InputRef::Text(num)) => Some(GameRef::SumGame(num)),
+            (GameKind::StoneGameIx, InputRef::Integers(stones)) => Some(GameRef::StoneGameIx(stones)),
+            (GameKind::StoneGameIv, InputRef::Integer(n)) => Some(GameRef::StoneGameIv(n)),
+            (GameKind::NimSquare, InputRef::Integers(piles)) => Some(GameRef::NimSquare(piles)),
+            _ => None,
+        }
+    }
+
     /// The facts of the game's table, for the games answered from a table of bounded
     /// size ([`Tables`]); the server's table flags, metrics and files are made of them.
     pub const fn table(self) -> Option<TableFacts> {
@@ -519,6 +530,20 @@ pub enum Game {
     NimSquare(Vec<u64>),
 }
 
+/// One problem of any of the four games, borrowing its input: what a door that keeps
+/// its inputs in buffers of its own (Arrow columns) solves without copying a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GameRef<'a> {
+    /// A Sum Game string of digits and '?'.
+    SumGame(&'a str),
+    /// Stone Game IX stone values.
+    StoneGameIx(&'a [u64]),
+    /// Stone Game IV pile size.
+    StoneGameIv(u64),
+    /// Nim Square pile sizes.
+    NimSquare(&'a [u64]),
+}
+
 /// The tables the table-driven games answer from, shared by every call.
 #[derive(Debug)]
 pub struct Tables {
@@ -580,22 +605,22 @@ impl Tables {
     }
 
     /// The largest pile of `game` that its table must cover first, if it does not yet.
-    pub fn needs_extension(&self, game: &Game) -> Option<(GameKind, u64)> {
+    pub fn needs_extension(&self, game: GameRef<'_>) -> Option<(GameKind, u64)> {
         match game {
-            Game::StoneGameIv(n) => self.iv.needs_extension(*n).then_some((GameKind::StoneGameIv, *n)),
-            Game::NimSquare(piles) => {
+            GameRef::StoneGameIv(n) => self.iv.needs_extension(n).then_some((GameKind::StoneGameIv, n)),
+            GameRef::NimSquare(piles) => {
                 let n = piles.iter().copied().filter(|&n| n <= self.grundy.limit()).max()?;
                 self.grundy.needs_extension(n).then_some((GameKind::NimSquare, n))
             }
-            Game::SumGame(_) | Game::StoneGameIx(_) => None,
+            GameRef::SumGame(_) | GameRef::StoneGameIx(_) => None,
         }
     }
 
     /// Warms the parts of the tables that `games` will read, before they are solved on
     /// several threads (each table's [`Table::preload`]).
-    pub fn preload<'a>(&self, games: impl Iterator<Item = &'a Game> + Clone) {
+    pub fn preload<'a>(&self, games: impl Iterator<Item = GameRef<'a>> + Clone) {
         struct Preload<I>(I);
-        impl<'a, I: Iterator<Item = &'a Game> + Clone> TableVisitor for Preload<I> {
+        impl<'a, I: Iterator<Item = GameRef<'a>> + Clone> TableVisitor for Preload<I> {
             fn visit<T: TableGame>(&mut self, table: &std::sync::Arc<T>) {
                 table.preload(&mut self.0.clone());
             }
@@ -613,27 +638,24 @@ impl Tables {
 }
 
 impl Game {
-    /// Rough cost of solving, in input units (bytes or stones); decides inline vs. pool.
-    ///
-    /// A one-integer input (Stone Game IV's) is cheap once its table covers `n` and is
-    /// then counted as one unit; whether the table must grow first is asked of the table,
-    /// not estimated here.
-    pub fn work(&self) -> usize {
-        match self.input() {
-            InputRef::Text(text) => text.len(),
-            InputRef::Integer(_) => 1,
-            InputRef::Integers(values) => values.len(),
+    /// The game with its input borrowed.
+    pub fn borrowed(&self) -> GameRef<'_> {
+        match self {
+            Game::SumGame(num) => GameRef::SumGame(num),
+            Game::StoneGameIx(stones) => GameRef::StoneGameIx(stones),
+            Game::StoneGameIv(n) => GameRef::StoneGameIv(*n),
+            Game::NimSquare(piles) => GameRef::NimSquare(piles),
         }
+    }
+
+    /// Rough cost of solving; see [`GameRef::work`].
+    pub fn work(&self) -> usize {
+        self.borrowed().work()
     }
 
     /// Which game this is and its input.
     pub fn parts(&self) -> (GameKind, InputRef<'_>) {
-        match self {
-            Game::SumGame(num) => (GameKind::SumGame, InputRef::Text(num)),
-            Game::StoneGameIx(stones) => (GameKind::StoneGameIx, InputRef::Integers(stones)),
-            Game::StoneGameIv(n) => (GameKind::StoneGameIv, InputRef::Integer(*n)),
-            Game::NimSquare(piles) => (GameKind::NimSquare, InputRef::Integers(piles)),
-        }
+        self.borrowed().parts()
     }
 
     /// Which game this is.
@@ -646,26 +668,81 @@ impl Game {
         self.parts().1
     }
 
-    /// Solves the game; the table-driven games answer from (and may grow) `tables`.
+    /// Solves the game; see [`GameRef::solve`].
     pub fn solve(&self, tables: &Tables) -> Result<Outcome, SolveError> {
+        self.borrowed().solve(tables)
+    }
+
+    /// The outcome without a move; see [`GameRef::winner`].
+    pub fn winner(&self, tables: &Tables) -> Result<Outcome, SolveError> {
+        self.borrowed().winner(tables)
+    }
+}
+
+impl<'a> GameRef<'a> {
+    /// The game with its input copied.
+    pub fn to_owned(self) -> Game {
         match self {
-            Game::SumGame(num) => sum_game::solve(num),
-            Game::StoneGameIx(stones) => Ok(stone_game_ix::solve(stones)),
-            Game::StoneGameIv(n) => tables.iv.solve(*n),
-            Game::NimSquare(piles) => tables.grundy.solve(piles, false).map(Outcome::from),
+            GameRef::SumGame(num) => Game::SumGame(num.to_owned()),
+            GameRef::StoneGameIx(stones) => Game::StoneGameIx(stones.to_vec()),
+            GameRef::StoneGameIv(n) => Game::StoneGameIv(n),
+            GameRef::NimSquare(piles) => Game::NimSquare(piles.to_vec()),
+        }
+    }
+
+    /// Rough cost of solving, in input units (bytes or stones); decides inline vs. pool.
+    ///
+    /// A one-integer input (Stone Game IV's) is cheap once its table covers `n` and is
+    /// then counted as one unit; whether the table must grow first is asked of the table,
+    /// not estimated here.
+    pub fn work(self) -> usize {
+        match self.input() {
+            InputRef::Text(text) => text.len(),
+            InputRef::Integer(_) => 1,
+            InputRef::Integers(values) => values.len(),
+        }
+    }
+
+    /// Which game this is and its input.
+    pub fn parts(self) -> (GameKind, InputRef<'a>) {
+        match self {
+            GameRef::SumGame(num) => (GameKind::SumGame, InputRef::Text(num)),
+            GameRef::StoneGameIx(stones) => (GameKind::StoneGameIx, InputRef::Integers(stones)),
+            GameRef::StoneGameIv(n) => (GameKind::StoneGameIv, InputRef::Integer(n)),
+            GameRef::NimSquare(piles) => (GameKind::NimSquare, InputRef::Integers(piles)),
+        }
+    }
+
+    /// Which game this is.
+    pub fn kind(self) -> GameKind {
+        self.parts().0
+    }
+
+    /// The game's input.
+    pub fn input(self) -> InputRef<'a> {
+        self.parts().1
+    }
+
+    /// Solves the game; the table-driven games answer from (and may grow) `tables`.
+    pub fn solve(self, tables: &Tables) -> Result<Outcome, SolveError> {
+        match self {
+            GameRef::SumGame(num) => sum_game::solve(num),
+            GameRef::StoneGameIx(stones) => Ok(stone_game_ix::solve(stones)),
+            GameRef::StoneGameIv(n) => tables.iv.solve(n),
+            GameRef::NimSquare(piles) => tables.grundy.solve(piles, false).map(Outcome::from),
         }
     }
 
     /// The outcome without a move: Stone Game IV answers with one binary search in its
-    /// table and Nim Square skips the move search, where [`Game::solve`] also looks for
+    /// table and Nim Square skips the move search, where [`GameRef::solve`] also looks for
     /// Alice's move; the other two games are solved and their move dropped (it costs at
     /// most one more pass over the input).
-    pub fn winner(&self, tables: &Tables) -> Result<Outcome, SolveError> {
+    pub fn winner(self, tables: &Tables) -> Result<Outcome, SolveError> {
         match self {
-            Game::StoneGameIv(n) => {
-                tables.iv.winner(*n).map(|winner| Outcome { winner, winning_move: None, nim_value: None })
+            GameRef::StoneGameIv(n) => {
+                tables.iv.winner(n).map(|winner| Outcome { winner, winning_move: None, nim_value: None })
             }
-            Game::NimSquare(piles) => tables.grundy.solve(piles, true).map(Outcome::from),
+            GameRef::NimSquare(piles) => tables.grundy.solve(piles, true).map(Outcome::from),
             game => game.solve(tables).map(Outcome::without_move),
         }
     }

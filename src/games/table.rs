@@ -5,7 +5,7 @@
 //! (`crate::tables`) are written once against these traits, so that a table game brings
 //! only its table, its codec and its line in [`super::Tables`].
 
-use super::{Game, GameKind, SolveError};
+use super::{GameKind, GameRef, SolveError};
 
 /// A growing table that answers one game, as the solver and the server's lifecycle see
 /// it (object safe: the server holds every table game's behind one type).
@@ -22,7 +22,7 @@ pub trait Table: Send + Sync + std::fmt::Debug + 'static {
     /// Grows the table to cover `n`; blocks. A pile beyond the limit is refused.
     fn extend_to(&self, n: u64) -> Result<(), SolveError>;
     /// Warms what solving `games` on several threads will read; nothing by default.
-    fn preload(&self, _games: &mut dyn Iterator<Item = &Game>) {}
+    fn preload(&self, _games: &mut dyn Iterator<Item = GameRef<'_>>) {}
 }
 
 /// A [`Table`] that a server keeps in a file across restarts.

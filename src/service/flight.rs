@@ -36,7 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
 use crate::convert::ProblemError;
-use crate::games::Outcome;
+use crate::games::{GameRef, Outcome};
 use crate::solver::{BatchBuffers, Problem, Solver};
 
 /// The Flight service's name, as reflection and the metrics know it.
@@ -243,15 +243,6 @@ fn held_bytes(buffers: &Buffers) -> usize {
         + buffers.results.capacity() * std::mem::size_of::<Result<Outcome, ProblemError>>()
 }
 
-/// Appends problems to a batch's untagged problem vector.
-struct Untagged<'a>(&'a mut Vec<((), Problem)>);
-
-impl Extend<Problem> for Untagged<'_> {
-    fn extend<I: IntoIterator<Item = Problem>>(&mut self, problems: I) {
-        self.0.extend(problems.into_iter().map(|problem| ((), problem)));
-    }
-}
-
 /// Rows of a batch solved at a time when its problems are small. A run's problems and
 /// results (40 bytes a row each) stay in the cache between reading, solving and writing
 /// them, where a whole batch of 65,536 rows went out to memory and back at each step. A
@@ -274,35 +265,38 @@ async fn solve_batch(
     let id = columnar::id_column(&batch).map_err(invalid)?;
     let rows = batch.num_rows();
     let mut solutions = columnar::Solutions::new(descriptor.games, rows);
+    let problems = columnar::BatchProblems::of(&batch, descriptor.games).map_err(invalid)?;
     let mut buffers = spare.take();
-    // The problems of `len` rows from `start` on, appended to `into`.
-    let read = |start: usize, len: usize, into: &mut Vec<((), Problem)>| {
-        columnar::problems_into(&batch.slice(start, len), descriptor.games, &mut Untagged(into))
-            .map_err(invalid)
-    };
+    // A run's problems, borrowing the batch's columns: no row's input is copied.
+    let mut run = Vec::with_capacity(RUN_ROWS.min(rows));
     let mut start = 0;
-    // Once at least: a batch of no rows still has its columns checked.
-    loop {
+    while start < rows {
         let len = RUN_ROWS.min(rows - start);
-        read(start, len, &mut buffers.problems)?;
-        start += len;
-        if !solver.solves_inline(&buffers.problems) && start < rows {
-            // Larger problems go to the pool, which splits them over every core: the rest
-            // of the batch goes with them, in one hand-off.
-            read(start, rows - start, &mut buffers.problems)?;
+        run.clear();
+        run.extend((start..start + len).map(|row| problems.get(row)));
+        if solver.solves_inline(&run) {
+            start += len;
+            solver.solve_borrowed(&run, descriptor.winner_only, &mut buffers.results).await;
+        } else {
+            // Larger problems go to the pool, which splits them over every core and needs
+            // them owned: the rest of the batch goes with them, in one hand-off.
+            run.clear();
+            let owned = (start..rows).map(|row| ((), problems.get(row).map(GameRef::to_owned)));
+            buffers.problems.extend(owned);
             start = rows;
+            buffers = solver
+                .solve_into(buffers, descriptor.winner_only, |(), result| result)
+                .await
+                .map_err(|err| Status::from(ProblemError::from(err)))?;
         }
-        buffers = solver
-            .solve_into(buffers, descriptor.winner_only, |(), result| result)
-            .await
-            .map_err(|err| Status::from(ProblemError::from(err)))?;
         solutions.append(&buffers.results);
-        if start == rows {
-            break;
+        if start < rows {
+            // A run solved inline holds the worker: let its other calls in between runs.
+            tokio::task::yield_now().await;
         }
-        // A run solved inline holds the worker: let its other calls in between runs.
-        tokio::task::yield_now().await;
     }
+    drop(run);
+    drop(problems);
     drop(batch);
     spare.give_back(buffers);
     let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));

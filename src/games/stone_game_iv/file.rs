@@ -15,7 +15,7 @@
 
 use super::{check_losing_list, InvalidLosingList, StoneGameIvTable};
 use crate::games::table::{Table, TableCodec, TableGame};
-use crate::games::{Game, GameKind, SolveError};
+use crate::games::{GameKind, GameRef, SolveError};
 
 /// The version written.
 const VERSION: u32 = 2;
@@ -171,9 +171,9 @@ impl Table for StoneGameIvTable {
     fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         StoneGameIvTable::extend_to(self, n)
     }
-    fn preload(&self, games: &mut dyn Iterator<Item = &Game>) {
+    fn preload(&self, games: &mut dyn Iterator<Item = GameRef<'_>>) {
         self.preload_moves(games.filter_map(|game| match game {
-            Game::StoneGameIv(n) => Some(*n),
+            GameRef::StoneGameIv(n) => Some(n),
             _ => None,
         }));
     }
