@@ -10,8 +10,10 @@
 //!
 //! `solve_rate FILE.parquet --floor OUT.parquet` times instead what the bulk client's
 //! Parquet run does without its server: read the table (all its columns) in batches of
-//! the client's default `--batch-rows`, take each batch's problems, solve them through the fan-out, build the answer
-//! columns and write them as `solve` writes Parquet, one batch after another. It prints
+//! the client's default `--batch-rows`, take each batch's problems where they lie (as the
+//! Flight door reads its small ones: `columnar::BatchProblems`), solve them through the
+//! fan-out (`Solver::solve_borrowed`), build the answer columns and write them as `solve`
+//! writes Parquet, one batch after another. It prints
 //! the wall and CPU time and the peak RSS of the whole process (the client's allocator,
 //! tables grown on demand as the client's are): the floor under
 //! `gamesolver-client solve FILE.parquet -o OUT.parquet`, compared by CPU time since the
@@ -101,12 +103,13 @@ fn read_solve_write(
         .build()?;
     let mut writer = None;
     let mut rows = 0;
+    let mut results = Vec::new();
     for batch in reader {
         let batch = batch?;
         rows += batch.num_rows();
-        let problems = columnar::problems(&batch, Games::Mixed)?.into_iter().map(|problem| ((), problem));
-        let results =
-            runtime.block_on(solver.solve_batch(problems.collect(), winner_only, |(), result| result))?;
+        let problems = columnar::BatchProblems::of(&batch, Games::Mixed)?;
+        let problems: Vec<_> = (0..batch.num_rows()).map(|row| problems.get(row)).collect();
+        runtime.block_on(solver.solve_borrowed(&problems, winner_only, &mut results));
         let id = columnar::id_column(&batch)?;
         let answers = columnar::solutions(
             Games::Mixed,
