@@ -33,7 +33,7 @@ use crate::client::sink::{LinesSink, Sink, TableOutput, TableSink};
 use crate::client::table::columns::{output_schema, ColumnMap, ColumnsError, InputColumns};
 use crate::client::table::csv::parse_cells;
 use crate::client::table::fingerprint::TableFingerprint;
-use crate::client::table::read::{TableReader, TableSource};
+use crate::client::table::read::{batch_bytes, TableReader, TableSource};
 use crate::client::table::resume::{self as table_resume, OutputSpec, Saved, TableOptions};
 use crate::client::table::write::TableWriter;
 use crate::columnar::{Games, ID};
@@ -420,7 +420,7 @@ impl TableReading {
                 }
             };
             let checkpoint = self.fingerprint.as_ref().map(TableFingerprint::checkpoint).unwrap_or_default();
-            let cost = request.get_array_memory_size() + rows * ANSWER_ROW_BYTES;
+            let cost = batch_bytes(&request) + rows * ANSWER_ROW_BYTES;
             let Ok(cost) = budget.acquire(cost) else { return };
             let end = InputMark { raw_offset: reader.position(), checkpoint };
             queue.push(Batch {

@@ -14,7 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use std::collections::HashSet;
+
+use arrow_array::{make_array, ArrayRef, RecordBatch};
+use arrow_data::transform::MutableArrayData;
+use arrow_data::ArrayData;
 use arrow_ipc::reader::{FileReader, StreamReader};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -262,8 +266,9 @@ impl TableReader {
         if let Position::Batches(read) = &mut self.position {
             *read += 1;
         }
+        let batch = compacted(batch);
         // A batch an IPC file holds may be of any size.
-        let bytes = batch.get_array_memory_size();
+        let bytes = batch_bytes(&batch);
         let pieces =
             (batch.num_rows().div_ceil(self.batch_rows)).max(bytes.div_ceil(self.batch_bytes.max(1))).max(1);
         let rows = batch.num_rows().div_ceil(pieces);
@@ -331,6 +336,55 @@ impl TableReader {
         }
         Ok(skipped)
     }
+}
+
+/// The bytes a batch's rows span in its buffers, children and null bitmaps included:
+/// what it holds in flight, whether its buffers are its own or shared (the pieces of a
+/// batch cut by [`TableReader`] add up to the whole). Counting each column's buffers
+/// whole instead (`get_array_memory_size`) counted an IPC message's one buffer once a
+/// column, several times the batch, and the in-flight budget then let one batch through
+/// at a time (docs/performance.md).
+pub fn batch_bytes(batch: &RecordBatch) -> usize {
+    let column =
+        |array: &ArrayRef| array.to_data().get_slice_memory_size().unwrap_or(array.get_array_memory_size());
+    batch.columns().iter().map(column).sum()
+}
+
+/// The bytes of the allocations a batch's buffers keep alive, each allocation once.
+fn held_bytes(batch: &RecordBatch) -> usize {
+    fn walk(data: &ArrayData, seen: &mut HashSet<usize>, held: &mut usize) {
+        let nulls = data.nulls().map(|nulls| nulls.buffer());
+        for buffer in data.buffers().iter().chain(nulls) {
+            if seen.insert(buffer.data_ptr().as_ptr() as usize) {
+                *held += buffer.capacity();
+            }
+        }
+        for child in data.child_data() {
+            walk(child, seen, held);
+        }
+    }
+    let (mut seen, mut held) = (HashSet::new(), 0);
+    for column in batch.columns() {
+        walk(&column.to_data(), &mut seen, &mut held);
+    }
+    held
+}
+
+/// `batch`, its columns copied into buffers of their own when the buffers it shares hold
+/// more than twice what its rows span: an IPC message is one buffer under every column,
+/// so the columns a projection left out stay alive with it, unseen by [`batch_bytes`].
+fn compacted(batch: RecordBatch) -> RecordBatch {
+    if held_bytes(&batch) <= 2 * batch_bytes(&batch) {
+        return batch;
+    }
+    let copy = |array: &ArrayRef| {
+        let data = array.to_data();
+        let mut copy = MutableArrayData::new(vec![&data], false, data.len());
+        copy.try_extend(0, 0, data.len()).map(|()| make_array(copy.freeze()))
+    };
+    let columns: Result<Vec<_>, _> = batch.columns().iter().map(copy).collect();
+    // A column that cannot be copied (its offsets would overflow) is kept as read.
+    columns.and_then(|columns| RecordBatch::try_new(batch.schema(), columns)).unwrap_or(batch)
 }
 
 #[cfg(test)]
@@ -434,6 +488,49 @@ mod tests {
             }
             assert!(batches >= 5, "{format}: {batches}");
         }
+    }
+
+    /// An IPC message is one buffer under every column: a batch read from it costs the
+    /// bytes its rows span, once, and the pieces it is cut into add up to it (and to no
+    /// more than one offset a string column beyond).
+    #[test]
+    fn a_batch_costs_the_bytes_its_rows_span_once_however_its_buffers_are_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = table(1000);
+        let path = written(dir.path(), Format::Arrow, &batch);
+        let mut reader = FileReader::try_new_buffered(File::open(path).unwrap(), None).unwrap();
+        reader.next().unwrap().unwrap();
+        let read = reader.next().unwrap().unwrap();
+        assert_eq!(read.num_rows(), 990);
+        // ids, 100-byte strings and integers: about 112 bytes a row, plus offsets.
+        let spans = batch_bytes(&read);
+        assert!((990 * 112..990 * 130).contains(&spans), "{spans}");
+        assert!(read.get_array_memory_size() > 2 * spans, "each column counted the whole message");
+        assert!(held_bytes(&read) < 2 * spans, "{} held", held_bytes(&read));
+        let pieces = [read.slice(0, 300), read.slice(300, 690)];
+        // Each piece counts one more offset a string column.
+        let sum: usize = pieces.iter().map(batch_bytes).sum();
+        assert!((spans..=spans + 2 * 4).contains(&sum), "{sum} against {spans}");
+    }
+
+    /// Columns a projection leaves out of an IPC message are not kept alive by the batch
+    /// read from it: it is copied into buffers of its own.
+    #[test]
+    fn a_projected_ipc_batch_does_not_hold_the_columns_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = table(1000);
+        let path = written(dir.path(), Format::Arrow, &batch);
+        let file = File::open(path).unwrap();
+        let projected =
+            FileReader::try_new_buffered(file, Some(vec![0, 2])).unwrap().nth(1).unwrap().unwrap();
+        assert!(held_bytes(&projected) > 2 * batch_bytes(&projected), "the message is shared");
+        let kept = compacted(projected.clone());
+        assert_eq!(kept, projected);
+        assert!(held_bytes(&kept) <= 2 * batch_bytes(&kept), "{} held", held_bytes(&kept));
+        // One that holds no more than it spans is handed on as it is.
+        let own = table(10);
+        assert!(compacted(own.clone()).column(1).to_data().buffers()[1]
+            .ptr_eq(&own.column(1).to_data().buffers()[1]));
     }
 
     #[test]
