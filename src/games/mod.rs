@@ -617,12 +617,12 @@ impl Tables {
     }
 
     /// Warms the parts of the tables that `games` will read, before they are solved on
-    /// several threads (each table's [`Table::preload`]).
+    /// several threads (each table's [`TableGame::preload`]).
     pub fn preload<'a>(&self, games: impl Iterator<Item = GameRef<'a>> + Clone) {
         struct Preload<I>(I);
         impl<'a, I: Iterator<Item = GameRef<'a>> + Clone> TableVisitor for Preload<I> {
             fn visit<T: TableGame>(&mut self, table: &std::sync::Arc<T>) {
-                table.preload(&mut self.0.clone());
+                table.preload(self.0.clone());
             }
         }
         self.visit(&mut Preload(games));
@@ -639,6 +639,7 @@ impl Tables {
 
 impl Game {
     /// The game with its input borrowed.
+    #[inline]
     pub fn borrowed(&self) -> GameRef<'_> {
         match self {
             Game::SumGame(num) => GameRef::SumGame(num),

@@ -171,12 +171,6 @@ impl Table for StoneGameIvTable {
     fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         StoneGameIvTable::extend_to(self, n)
     }
-    fn preload(&self, games: &mut dyn Iterator<Item = GameRef<'_>>) {
-        self.preload_moves(games.filter_map(|game| match game {
-            GameRef::StoneGameIv(n) => Some(n),
-            _ => None,
-        }));
-    }
 }
 
 impl TableGame for StoneGameIvTable {
@@ -191,5 +185,11 @@ impl TableGame for StoneGameIvTable {
     }
     fn restore(&self, saved: IvTableFile) -> Result<(), InvalidIvTable> {
         Ok(StoneGameIvTable::restore(self, saved.covered, saved.losing)?)
+    }
+    fn preload<'a>(&self, games: impl Iterator<Item = GameRef<'a>>) {
+        self.preload_moves(games.filter_map(|game| match game {
+            GameRef::StoneGameIv(n) => Some(n),
+            _ => None,
+        }));
     }
 }
