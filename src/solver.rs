@@ -223,8 +223,9 @@ impl Solver {
         pool::run(move |_| solve_guarded(game.borrowed(), &tables, winner_only)).await?
     }
 
-    /// True when [`Solver::solve_into`] solves `problems` on the caller's thread rather
-    /// than handing them to the pool: their work is within `--inline-work`.
+    /// True when `problems` are solved on the caller's thread rather than handed to the
+    /// pool: their work is within `--inline-work`. [`Solver::solve_into`] decides by it,
+    /// and a door asks it before [`Solver::solve_borrowed`].
     pub fn solves_inline(&self, problems: &[impl AsProblem]) -> bool {
         work(problems) <= self.config.inline_work
     }

@@ -459,8 +459,8 @@ impl<'a> Lists<'a> {
                     return Err(ProblemError::NegativeValue { game, value, index });
                 }
             }
-        }
-        if let Some((index, value)) = self.values.values.first_negative(range.clone()) {
+        } else if let Some((index, value)) = self.values.values.first_negative(range.clone()) {
+            // No null items: only a value's sign is left to check, once.
             return Err(ProblemError::NegativeValue { game, value, index: Some(index as u64) });
         }
         Ok(&self.counts[range.start - self.first..range.end - self.first])
