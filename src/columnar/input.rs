@@ -21,7 +21,7 @@ use std::borrow::Cow;
 
 use arrow_schema::{DataType, FieldRef};
 
-use super::{accepted_types, Games, ID};
+use super::{accepted_types, spread_bits, Games, ID};
 use crate::convert::ProblemError;
 use crate::games::{GameKind, GameRef, InputRef, InputShape};
 use crate::solver::{Problem, ProblemRef};
@@ -85,7 +85,9 @@ pub fn problems_into(
 pub struct BatchProblems<'a> {
     /// The game columns the batch has: the one game's, or in `mixed` each present.
     inputs: Vec<Input<'a>>,
-    mixed: bool,
+    /// In `mixed`, a byte a row: bit `i` is set when the row's input in `inputs[i]` is
+    /// not null. Empty for one game.
+    present: Vec<u8>,
 }
 
 impl<'a> BatchProblems<'a> {
@@ -96,7 +98,7 @@ impl<'a> BatchProblems<'a> {
             Games::One(game) => {
                 let input =
                     Input::find(batch, game)?.ok_or(ColumnError::Missing { game, column: game.input() })?;
-                Ok(BatchProblems { inputs: vec![input], mixed: false })
+                Ok(BatchProblems { inputs: vec![input], present: Vec::new() })
             }
             Games::Mixed => {
                 let mut inputs = Vec::with_capacity(GameKind::ALL.len());
@@ -106,7 +108,8 @@ impl<'a> BatchProblems<'a> {
                 if inputs.is_empty() {
                     return Err(ColumnError::NoGameColumn);
                 }
-                Ok(BatchProblems { inputs, mixed: true })
+                let present = present(&inputs, batch.num_rows());
+                Ok(BatchProblems { inputs, present })
             }
         }
     }
@@ -114,9 +117,23 @@ impl<'a> BatchProblems<'a> {
     /// The problem in `row` (within the batch), or why it has none.
     #[inline]
     pub fn get(&self, row: usize) -> ProblemRef<'_> {
-        match self.mixed {
-            false => self.inputs[0].problem(row),
-            true => mixed_problem(&self.inputs, row),
+        match self.present.is_empty() {
+            true => self.inputs[0].problem(row),
+            false => self.mixed_problem(row),
+        }
+    }
+
+    /// The row's problem in a `mixed` batch: the one game whose input is not null.
+    #[inline]
+    fn mixed_problem(&self, row: usize) -> ProblemRef<'_> {
+        let present = self.present[row];
+        match present.count_ones() {
+            1 => self.inputs[present.trailing_zeros() as usize].problem(row),
+            0 => Err(ProblemError::MissingGame),
+            _ => {
+                let set = self.inputs.iter().enumerate().filter(|(i, _)| present >> i & 1 == 1);
+                Err(ProblemError::SeveralGames { games: set.map(|(_, input)| input.game).collect() })
+            }
         }
     }
 }
@@ -137,18 +154,32 @@ fn column(batch: &RecordBatch, name: &'static str) -> Result<Option<usize>, Colu
     }
 }
 
-/// The row's problem in a `mixed` batch: the one game whose input is not null.
-#[inline]
-fn mixed_problem<'i>(inputs: &'i [Input<'_>], row: usize) -> ProblemRef<'i> {
-    let mut set = inputs.iter().filter(|input| !input.is_null(row));
-    match (set.next(), set.next()) {
-        (None, _) => Err(ProblemError::MissingGame),
-        (Some(input), None) => input.problem(row),
-        (Some(_), Some(_)) => {
-            let games = inputs.iter().filter(|input| !input.is_null(row)).map(|input| input.game).collect();
-            Err(ProblemError::SeveralGames { games })
+/// A byte a row of `rows`, bit `i` set where `inputs[i]` is not null: a row's game is then
+/// found with one load, not a null check a game column. A column's validity is spread a
+/// bitmap's byte at a time; a dictionary's strings, whose nulls are also their values',
+/// are checked row by row.
+fn present(inputs: &[Input<'_>], rows: usize) -> Vec<u8> {
+    const _: () = assert!(GameKind::ALL.len() <= 8, "a bit a game column");
+    let mut present = vec![0u8; rows];
+    let mut spread = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        match input.nulls() {
+            Some(None) => present.iter_mut().for_each(|byte| *byte |= 1 << i),
+            Some(Some(nulls)) => {
+                spread.clear();
+                spread_bits(nulls.inner(), &mut spread);
+                for (byte, &valid) in present.iter_mut().zip(&spread) {
+                    *byte |= valid << i;
+                }
+            }
+            None => {
+                for (row, byte) in present.iter_mut().enumerate() {
+                    *byte |= u8::from(!input.is_null(row)) << i;
+                }
+            }
         }
     }
+    present
 }
 
 /// One game's input column, its type checked against the game's input shape.
@@ -183,6 +214,17 @@ impl<'a> Input<'a> {
             expected: accepted_types(game),
         };
         column.map(|column| Some(Input { game, column })).ok_or_else(wrong_type)
+    }
+
+    /// The column's null buffer, when a row is null exactly where it says (`Some(None)`:
+    /// no row is null); `None` for a dictionary, whose values may be null too.
+    fn nulls(&self) -> Option<Option<&'a NullBuffer>> {
+        match &self.column {
+            Column::Strings(Strings { keys: Some(_), .. }) => None,
+            Column::Strings(Strings { keys: None, values }) => Some(values.nulls()),
+            Column::Integers(integers) => Some(integers.nulls),
+            Column::Lists(lists) => Some(lists.nulls),
+        }
     }
 
     #[inline]
@@ -243,6 +285,14 @@ impl<'a> StringValues<'a> {
             DataType::Utf8View => StringValues::Utf8View(array.as_string_view()),
             _ => return None,
         })
+    }
+
+    fn nulls(&self) -> Option<&'a NullBuffer> {
+        match *self {
+            StringValues::Utf8(array) => array.nulls(),
+            StringValues::LargeUtf8(array) => array.nulls(),
+            StringValues::Utf8View(array) => array.nulls(),
+        }
     }
 
     fn len(&self) -> usize {

@@ -22,10 +22,12 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::games::{GameKind, InputShape, MoveField};
 
+mod bits;
 mod input;
 mod messages;
 mod output;
 
+pub(crate) use bits::spread_bits;
 pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::BatchEncoder;
 pub use output::{solutions, AnswerColumns, Solutions};
