@@ -163,18 +163,24 @@ fn present(inputs: &[Input<'_>], rows: usize) -> Vec<u8> {
     let mut present = vec![0u8; rows];
     let mut spread = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
-        match input.nulls() {
-            Some(None) => present.iter_mut().for_each(|byte| *byte |= 1 << i),
-            Some(Some(nulls)) => {
+        let nulls = match &input.column {
+            Column::Strings(strings @ Strings { keys: Some(_), .. }) => {
+                for (row, byte) in present.iter_mut().enumerate() {
+                    *byte |= u8::from(strings.get(row).is_some()) << i;
+                }
+                continue;
+            }
+            Column::Strings(Strings { keys: None, values }) => values.nulls(),
+            Column::Integers(integers) => integers.nulls,
+            Column::Lists(lists) => lists.nulls,
+        };
+        match nulls {
+            None => present.iter_mut().for_each(|byte| *byte |= 1 << i),
+            Some(nulls) => {
                 spread.clear();
                 spread_bits(nulls.inner(), &mut spread);
                 for (byte, &valid) in present.iter_mut().zip(&spread) {
                     *byte |= valid << i;
-                }
-            }
-            None => {
-                for (row, byte) in present.iter_mut().enumerate() {
-                    *byte |= u8::from(!input.is_null(row)) << i;
                 }
             }
         }
@@ -214,26 +220,6 @@ impl<'a> Input<'a> {
             expected: accepted_types(game),
         };
         column.map(|column| Some(Input { game, column })).ok_or_else(wrong_type)
-    }
-
-    /// The column's null buffer, when a row is null exactly where it says (`Some(None)`:
-    /// no row is null); `None` for a dictionary, whose values may be null too.
-    fn nulls(&self) -> Option<Option<&'a NullBuffer>> {
-        match &self.column {
-            Column::Strings(Strings { keys: Some(_), .. }) => None,
-            Column::Strings(Strings { keys: None, values }) => Some(values.nulls()),
-            Column::Integers(integers) => Some(integers.nulls),
-            Column::Lists(lists) => Some(lists.nulls),
-        }
-    }
-
-    #[inline]
-    fn is_null(&self, row: usize) -> bool {
-        match &self.column {
-            Column::Strings(strings) => strings.get(row).is_none(),
-            Column::Integers(integers) => integers.is_null(row),
-            Column::Lists(lists) => lists.nulls.is_some_and(|nulls| nulls.is_null(row)),
-        }
     }
 
     /// The problem in `row`, or why it has none.

@@ -81,7 +81,7 @@ struct ColumnHash {
     items: Option<Box<ColumnHash>>,
     /// Bytes waiting to be hashed together.
     scratch: Vec<u8>,
-    /// Lengths or values waiting to be hashed together, each stored little-endian.
+    /// Lengths waiting to be hashed together, each stored little-endian.
     words: Vec<u64>,
     /// The batch's rows being added: 1 for a valid row, 0 for a null one.
     rows: Vec<u8>,
@@ -145,23 +145,9 @@ impl ColumnHash {
                     self.values.update(bytes);
                     return;
                 }
-                if width == 8 {
-                    // The same bytes as below, without a branch a row.
-                    self.words.clear();
-                    self.words.extend(bytes.chunks_exact(8).zip(rows).map(|(value, &valid)| {
-                        let value = u64::from_le_bytes(value.try_into().expect("chunks_exact"));
-                        (value * u64::from(valid)).to_le()
-                    }));
-                    self.values.update(self.words.to_byte_slice());
-                    return;
-                }
                 self.scratch.clear();
                 self.scratch.extend_from_slice(bytes);
-                for (value, _) in
-                    self.scratch.chunks_exact_mut(width).zip(rows).filter(|(_, &valid)| valid == 0)
-                {
-                    value.fill(0);
-                }
+                zero_nulls(&mut self.scratch, width, rows);
                 self.values.update(&self.scratch);
             }
             _ => self.formatted(array, valid),
@@ -205,16 +191,14 @@ impl ColumnHash {
     /// null row spans anything, so that the whole range holds the valid rows' values and
     /// nothing else.
     fn lengths_of<O: OffsetSizeTrait>(&mut self, offsets: &[O], rows: &[u8]) -> bool {
-        let rows = &rows[..offsets.len() - 1];
-        let (starts, ends) = (&offsets[..rows.len()], &offsets[1..]);
-        self.words.clear();
-        self.words.resize(rows.len(), 0);
+        let (starts, ends) = (&offsets[..offsets.len() - 1], &offsets[1..]);
         let mut kept = 0;
-        for ((word, (&start, &end)), &valid) in self.words.iter_mut().zip(starts.iter().zip(ends)).zip(rows) {
+        self.words.clear();
+        self.words.extend(starts.iter().zip(ends).zip(rows).map(|((&start, &end), &valid)| {
             let len = (end - start).as_usize() as u64 * u64::from(valid);
             kept += len;
-            *word = len.to_le();
-        }
+            len.to_le()
+        }));
         self.lengths.update(self.words.to_byte_slice());
         kept == (offsets[offsets.len() - 1] - offsets[0]).as_usize() as u64
     }
@@ -245,6 +229,23 @@ impl ColumnHash {
             self.lengths.update(&(self.text.len() as u64).to_le_bytes());
             self.values.update(self.text.as_bytes());
         }
+    }
+}
+
+/// Zeroes the values (of `width` bytes each, one a row) of the rows that `rows` marks
+/// null, without a branch a row; the common widths get a loop of their own.
+fn zero_nulls(values: &mut [u8], width: usize, rows: &[u8]) {
+    #[inline(always)]
+    fn masked(values: &mut [u8], width: usize, rows: &[u8]) {
+        for (value, &valid) in values.chunks_exact_mut(width).zip(rows) {
+            let keep = 0u8.wrapping_sub(valid);
+            value.iter_mut().for_each(|byte| *byte &= keep);
+        }
+    }
+    match width {
+        8 => masked(values, 8, rows),
+        4 => masked(values, 4, rows),
+        width => masked(values, width, rows),
     }
 }
 
