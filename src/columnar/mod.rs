@@ -24,6 +24,7 @@ use crate::games::{GameKind, InputShape, MoveField};
 
 mod bits;
 mod input;
+pub mod ipc;
 mod messages;
 mod output;
 
