@@ -15,11 +15,10 @@
 //! `id` column's type changed, or it came or went) a schema message comes before the next
 //! answer.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
-use arrow_flight::error::FlightError;
+use arrow_buffer::Buffer;
 use arrow_flight::flight_descriptor::DescriptorType;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -29,11 +28,13 @@ use arrow_flight::{
 use arrow_ipc::writer::IpcWriteOptions;
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
 use prost::Message;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::memory::{CallMemory, MemoryHold};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
+use crate::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
 use crate::convert::ProblemError;
 use crate::games::{GameRef, Outcome};
@@ -77,17 +78,23 @@ impl FlightSolverService {
     /// window and idle timeout ([`solve_in_order`]) and the fan-out.
     fn exchange(
         &self,
-        requests: impl Stream<Item = Result<(Descriptor, RecordBatch), Status>> + Send + 'static,
+        requests: impl Stream<Item = Result<Exchanged, Status>> + Send + 'static,
     ) -> ResponseStream<RecordBatch> {
         let solver = Arc::clone(&self.solver);
         let config = solver.config();
         let budget = StreamBudget::new(config.batch_window, config.stream_in_flight_bytes);
         let idle = config.stream_idle_timeout.0;
-        let weigh = |(_, batch): &(Descriptor, RecordBatch)| weight(batch);
+        let weigh = |exchanged: &Exchanged| weight(&exchanged.batch);
         let spare = Arc::clone(&self.spare);
-        solve_in_order(requests, budget, idle, weigh, move |(descriptor, batch)| {
+        solve_in_order(requests, budget, idle, weigh, move |exchanged: Exchanged| {
             let (solver, spare) = (Arc::clone(&solver), Arc::clone(&spare));
-            async move { solve_batch(&solver, &spare, descriptor, batch).await }
+            async move {
+                let Exchanged { descriptor, batch, held } = exchanged;
+                let answer = solve_batch(&solver, &spare, descriptor, batch).await;
+                // The batch's memory is given back once it is solved and gone.
+                drop(held);
+                answer
+            }
         })
     }
 
@@ -103,7 +110,7 @@ impl FlightSolverService {
         batches: impl Stream<Item = RecordBatch> + Send + 'static,
     ) -> BoxStream<'static, Result<RecordBatch, Status>> {
         tracing::debug!(games = ?descriptor.games, "in-process exchange opened");
-        self.exchange(batches.map(move |batch| Ok((descriptor, batch))))
+        self.exchange(batches.map(move |batch| Ok(Exchanged { descriptor, batch, held: None })))
     }
 }
 
@@ -156,45 +163,100 @@ fn internal(err: impl std::fmt::Display) -> Status {
     Status::internal(err.to_string())
 }
 
-/// The status of a request stream that failed: the transport's own status, or a message
-/// that is not valid Flight data.
-fn decode_status(err: FlightError) -> Status {
-    match err {
-        FlightError::Tonic(status) => *status,
-        other => Status::invalid_argument(format!("cannot read the exchange's data: {other}")),
+/// The status of a message the IPC reader refused: `RESOURCE_EXHAUSTED` for its size,
+/// `INVALID_ARGUMENT` for its form, naming what was wrong.
+fn ipc_status(err: IpcError) -> Status {
+    let message = format!("cannot read the exchange's data: {err}");
+    match err.is_over_limit() {
+        true => Status::resource_exhausted(message),
+        false => Status::invalid_argument(message),
     }
 }
 
-/// The record batches of an exchange, each with the descriptor of its first message.
-///
-/// A message without an IPC header (pyarrow sends the descriptor alone first, and
-/// metadata-only messages later) carries no data and is not decoded.
+/// A batch of an exchange: what it solves, its rows, and the request memory held for it
+/// until it is solved (none in process).
+struct Exchanged {
+    descriptor: Descriptor,
+    batch: RecordBatch,
+    held: Option<MemoryHold>,
+}
+
+/// The widest answer row's columns (the move's and the nim value's, a validity bit each,
+/// two string offsets), with room to spare: what a batch's row costs in its answer.
+const ANSWER_ROW_BYTES: usize = 48;
+
+/// What the server holds for each row of a batch while it is solved, beyond its arrays:
+/// its problem and result, and its answer row. A batch's rows are charged this before it is
+/// decoded, so that a row count no buffer bounds (a column of a type without buffers) is
+/// bounded by the budget too.
+const ROW_BYTES: usize =
+    std::mem::size_of::<((), Problem)>() + std::mem::size_of::<Result<Outcome, ProblemError>>() + ANSWER_ROW_BYTES;
+
+/// An exchange's request stream as it is read: its messages, the IPC reader (schema and
+/// dictionaries), the descriptor of its first message, and the memory its dictionaries hold.
+struct ExchangeReader {
+    requests: Streaming<FlightData>,
+    reader: IpcReader,
+    descriptor: Option<Descriptor>,
+    memory: Option<CallMemory>,
+    dictionaries: Option<MemoryHold>,
+}
+
+impl ExchangeReader {
+    /// The next batch, `None` at the end of the stream.
+    async fn next(&mut self) -> Result<Option<Exchanged>, Status> {
+        while let Some(data) = self.requests.message().await? {
+            let descriptor = match self.descriptor {
+                Some(descriptor) => descriptor,
+                None => *self.descriptor.insert(descriptor(data.flight_descriptor.as_ref())?),
+            };
+            // A message without an IPC header (pyarrow sends the descriptor alone first,
+            // and metadata-only messages later) carries no data.
+            if data.data_header.is_empty() {
+                continue;
+            }
+            if let Some(batch) = self.read(descriptor, data)? {
+                return Ok(Some(batch));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads one message: checked whole, its decoded bytes and rows charged to the call,
+    /// then decoded.
+    fn read(&mut self, descriptor: Descriptor, data: FlightData) -> Result<Option<Exchanged>, Status> {
+        let claim = self.reader.check(&data.data_header, &data.data_body).map_err(ipc_status)?;
+        let cost = claim.bytes.saturating_add(claim.rows.saturating_mul(ROW_BYTES));
+        let held = self.memory.as_ref().map(|memory| memory.0.hold_message(cost)).transpose()?;
+        let body = Buffer::from(data.data_body);
+        match self.reader.read(&data.data_header, body).map_err(ipc_status)? {
+            Decoded::Batch(batch) => Ok(Some(Exchanged { descriptor, batch, held })),
+            Decoded::Schema(_) | Decoded::Dictionary => {
+                // The dictionaries stay charged while they are held: what they hold now,
+                // in place of what they held before.
+                drop(held);
+                self.dictionaries = None;
+                let bytes = self.reader.dictionary_bytes();
+                if let (Some(memory), true) = (&self.memory, bytes > 0) {
+                    self.dictionaries = Some(memory.0.hold(bytes)?);
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The record batches of an exchange, each with the descriptor of its first message and
+/// the memory held for it, every message read through [`IpcReader`] within `limits`.
 fn batches(
     requests: Streaming<FlightData>,
-) -> impl Stream<Item = Result<(Descriptor, RecordBatch), Status>> + Send + 'static {
-    let named = Arc::new(OnceLock::new());
-    let naming = Arc::clone(&named);
-    let data = requests
-        .map_err(FlightError::from)
-        .and_then(move |data| {
-            let parsed = match naming.get() {
-                Some(_) => Ok(data),
-                None => descriptor(data.flight_descriptor.as_ref())
-                    .map(|descriptor| {
-                        let _ = naming.set(descriptor);
-                        data
-                    })
-                    .map_err(FlightError::from),
-            };
-            futures::future::ready(parsed)
-        })
-        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()));
-    FlightDataDecoder::new(data).map_err(decode_status).try_filter_map(move |data| {
-        let batch = match data.payload {
-            DecodedPayload::RecordBatch(batch) => named.get().map(|named| (*named, batch)),
-            DecodedPayload::Schema(_) | DecodedPayload::None => None,
-        };
-        futures::future::ready(Ok(batch))
+    memory: Option<CallMemory>,
+    limits: IpcLimits,
+) -> impl Stream<Item = Result<Exchanged, Status>> + Send + 'static {
+    let reader =
+        ExchangeReader { requests, reader: IpcReader::new(limits), descriptor: None, memory, dictionaries: None };
+    futures::stream::try_unfold(reader, |mut reader| async move {
+        Ok(reader.next().await?.map(|batch| (batch, reader)))
     })
 }
 
@@ -401,7 +463,9 @@ impl FlightService for FlightSolverService {
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
         tracing::debug!(remote = ?request.remote_addr(), "DoExchange opened");
-        let answers = self.exchange(batches(request.into_inner()));
+        let memory = request.extensions().get::<CallMemory>().cloned();
+        let limits = IpcLimits::new(self.max_message_bytes);
+        let answers = self.exchange(batches(request.into_inner(), memory, limits));
         let mut encoder = AnswerEncoder::new(self.max_message_bytes);
         let messages =
             answers.map(move |answer| answer.and_then(|batch| encoder.encode(&batch))).flat_map(|messages| {

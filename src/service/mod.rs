@@ -8,6 +8,8 @@
 //!   layers.
 //! - [`flight`]: Arrow Flight's `DoExchange`, tables of problems in and of solutions out,
 //!   in the columns of [`crate::columnar`].
+//! - `memory`: the caller's share of the request memory, which a door charges what it
+//!   decodes and holds.
 //! - `stream`: what every streaming door shares: answers in request order, a bounded
 //!   read-ahead, the idle timeout.
 //!
@@ -17,6 +19,7 @@
 pub mod connect;
 pub mod flight;
 pub mod grpc;
+pub(crate) mod memory;
 pub(crate) mod stream;
 
 pub use flight::FlightSolverService;

@@ -19,6 +19,7 @@ use tonic::Status;
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
 use crate::server::connection::admission::{FairShare, Holder, Refusal, Share};
+use crate::service::memory::{MemoryHold, RequestMemory};
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -231,29 +232,7 @@ impl Budgeted {
         let cost = units(frame.len()) + units(decoded);
         let mut held = self.held.lock();
         let Some(share) = held.as_mut() else { return Ok(()) };
-        let cap = share.cap();
-        let copies = units(self.limits.max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
-        let past_cap = || {
-            Status::resource_exhausted(format!(
-                "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
-                cap * BUDGET_UNIT
-            ))
-        };
-        let wanted = match cost {
-            _ if cost <= cap => cost,
-            _ if cost <= copies => cap,
-            _ => return Err(past_cap()),
-        };
-        if wanted <= share.amount() {
-            share.shrink_to(wanted);
-            return Ok(());
-        }
-        share.try_grow(wanted - share.amount()).map_err(|refusal| match refusal {
-            Refusal::PeerCap => past_cap(),
-            Refusal::Full { .. } => Status::resource_exhausted(
-                "server overloaded: its memory for request messages is in use; retry later",
-            ),
-        })
+        fit(share, cost, decoded, self.limits.max_message_bytes)
     }
 
     /// The head of `data` that a message being passed on takes, split off without a copy
@@ -336,5 +315,79 @@ impl http_body::Body for Budgeted {
 
     fn is_end_stream(&self) -> bool {
         self.buf.is_empty() && matches!(self.phase, Phase::Header) && self.inner.is_end_stream()
+    }
+}
+
+/// What a message costing `cost` units may hold of a client's `cap`: its cost; the whole
+/// cap, to run alone, when it costs more but no more than the largest message could as
+/// its bytes and a copy (what it was charged before its decoded size was known); beyond
+/// that, `None`: it is refused.
+fn wanted(cost: usize, cap: usize, max_message_bytes: usize) -> Option<usize> {
+    let copies = units(max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
+    match cost {
+        _ if cost <= cap => Some(cost),
+        _ if cost <= copies => Some(cap),
+        _ => None,
+    }
+}
+
+/// The status of a message that decodes to `decoded` bytes, past what one client may hold.
+fn past_cap(decoded: usize, cap: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
+        cap * BUDGET_UNIT
+    ))
+}
+
+/// The status of a take the budget refused.
+fn refused(refusal: Refusal, decoded: usize, cap: usize) -> Status {
+    match refusal {
+        Refusal::PeerCap => past_cap(decoded, cap),
+        Refusal::Full { .. } => Status::resource_exhausted(
+            "server overloaded: its memory for request messages is in use; retry later",
+        ),
+    }
+}
+
+/// Makes `share` hold what a message decoding to `decoded` bytes and costing `cost` units
+/// may ([`wanted`]): it grows (never waiting, as inflating does) or gives back the
+/// difference.
+pub(super) fn fit(share: &mut Share, cost: usize, decoded: usize, max_message_bytes: usize) -> Result<(), Status> {
+    let cap = share.cap();
+    let wanted = wanted(cost, cap, max_message_bytes).ok_or_else(|| past_cap(decoded, cap))?;
+    if wanted <= share.amount() {
+        share.shrink_to(wanted);
+        return Ok(());
+    }
+    share.try_grow(wanted - share.amount()).map_err(|refusal| refused(refusal, decoded, cap))
+}
+
+/// A call's share of the request memory, for a door to hold what it decodes
+/// ([`crate::service::memory`]).
+#[derive(Debug)]
+pub(super) struct CallMemoryShare {
+    pub(super) peer: IpAddr,
+    pub(super) holder: Arc<dyn Holder>,
+    /// The share of the call's latest request message, as the body took it.
+    pub(super) held: Arc<Mutex<Option<Share>>>,
+    pub(super) budget: Arc<FairShare>,
+    pub(super) limits: Arc<CallLimits>,
+}
+
+impl RequestMemory for CallMemoryShare {
+    fn hold_message(&self, bytes: usize) -> Result<MemoryHold, Status> {
+        let Some(mut share) = self.held.lock().take() else { return self.hold(bytes) };
+        fit(&mut share, units(bytes), bytes, self.limits.max_message_bytes)?;
+        Ok(MemoryHold::new(share))
+    }
+
+    fn hold(&self, bytes: usize) -> Result<MemoryHold, Status> {
+        let cap = self.budget.policy().per_client;
+        let wanted = wanted(units(bytes), cap, self.limits.max_message_bytes).ok_or_else(|| past_cap(bytes, cap))?;
+        let share = self
+            .budget
+            .try_take(self.peer, wanted, Arc::clone(&self.holder))
+            .map_err(|refusal| refused(refusal, bytes, cap))?;
+        Ok(MemoryHold::new(share))
     }
 }

@@ -47,6 +47,7 @@ use tower::{Layer, Service};
 
 use super::connection::admission::{FairShare, Holder, PressureMarks, Refusal, Share, SharePolicy};
 use super::connection::state::{ConnectionInfo, ConnectionState};
+use crate::service::memory::CallMemory;
 use budget::Budgeted;
 use inflate::Inflate;
 
@@ -382,12 +383,20 @@ where
                 request_body,
                 messages,
                 peer,
-                holder,
+                Arc::clone(&holder),
                 Arc::clone(&guard.held),
                 Arc::clone(&self.layer.budget),
                 Arc::clone(&self.layer.limits),
             );
             *request.body_mut() = Body::new(budget);
+            let memory = budget::CallMemoryShare {
+                peer,
+                holder: Arc::clone(&holder),
+                held: Arc::clone(&guard.held),
+                budget: Arc::clone(&self.layer.budget),
+                limits: Arc::clone(&self.layer.limits),
+            };
+            request.extensions_mut().insert(CallMemory(Arc::new(memory)));
         }
         let response = self.inner.call(request);
         let handle = guard.handle.clone();
