@@ -18,6 +18,7 @@ mod connect;
 mod connections;
 mod fairness;
 mod flight;
+mod flight_ipc;
 mod grpc_web;
 mod in_process;
 mod limits;
