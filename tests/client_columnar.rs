@@ -869,3 +869,110 @@ fn resume_refuses_an_output_it_cannot_prove_is_this_inputs() {
     assert_eq!(status.code(), Some(2));
     assert!(stderr.contains("has no") && stderr.contains("refusing to append to it"), "{stderr}");
 }
+
+/// An IPC stream's bytes of `messages` (each header and body), framed as arrow's writer
+/// frames them: continuation marker, padded length, header, body; then the end marker.
+fn ipc_stream(messages: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (header, body) in messages {
+        let padded = header.len().next_multiple_of(8);
+        out.extend([0xff; 4]);
+        out.extend((padded as i32).to_le_bytes());
+        out.extend(header);
+        out.resize(out.len() + padded - header.len(), 0);
+        out.extend(body);
+    }
+    out.extend([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    out
+}
+
+/// Malformed and hostile Arrow tables, as files and streams: each is exit 2 with one
+/// message naming what is wrong, never a panic, an abort (an LZ4 claim of 2^62 bytes) or
+/// a hang (an offset of 2^62 panicked the reading thread and left the run waiting), and
+/// a row count no buffer bounds is refused rather than cut into gigabytes of pieces.
+#[test]
+fn a_malformed_arrow_table_is_exit_two_with_one_message() {
+    use arrow_ipc::CompressionType;
+    use gamesolver::columnar::ipc::{schema_message, RawBatch};
+    let dir = tempfile::tempdir().unwrap();
+    let n_schema = Schema::new(vec![Field::new("n", DataType::UInt64, true)]);
+    let item = Arc::new(Field::new("item", DataType::Int8, true));
+    let stones_schema = Schema::new(vec![Field::new("stones", DataType::FixedSizeList(item, 0), true)]);
+    let n = |values: (i64, i64), compression: Option<CompressionType>| RawBatch {
+        rows: 1,
+        nodes: vec![(1, 0)],
+        buffers: vec![(0, 0), values],
+        compression,
+        ..RawBatch::default()
+    };
+    let mut lz4 = (1i64 << 62).to_le_bytes().to_vec();
+    lz4.extend([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82, 0]);
+    let rows = 1i64 << 40;
+    let huge = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
+    let cases: Vec<(&str, Schema, RawBatch, Vec<u8>, String)> = vec![
+        (
+            "offset",
+            n_schema.clone(),
+            n((1 << 62, 8), None),
+            vec![0; 8],
+            "buffer 1 (values of field \"n\") at offset 4611686018427387904, 8 bytes, lies outside the 8-byte body".into(),
+        ),
+        (
+            "lz4",
+            n_schema.clone(),
+            n((0, 16), Some(CompressionType::LZ4_FRAME)),
+            lz4,
+            "the message's compressed buffers claim 4611686018427387904 bytes inflated (the largest, buffer 1 of \
+             field \"n\", 4611686018427387904), above the limit of 1073741824 bytes"
+                .into(),
+        ),
+        (
+            "rows",
+            stones_schema,
+            huge,
+            vec![],
+            format!("the record batch claims {rows} rows, above the limit of 134217728 rows (one per 8 bytes of the message limit)"),
+        ),
+    ];
+    for (name, schema, raw, body, message) in cases {
+        let path = dir.path().join(format!("{name}.arrows"));
+        let header = raw.header(body.len() as i64);
+        std::fs::write(&path, ipc_stream(&[(schema_message(&schema), vec![]), (header, body)])).unwrap();
+        let output = dir.path().join(format!("{name}.out.arrows"));
+        let (status, stderr) = client(&["solve", path_str(&path), "-o", path_str(&output)]);
+        assert_eq!(status.code(), Some(2), "{name}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("gamesolver-client: cannot read {} after row 0: {message}\n", path.display()),
+            "{name}"
+        );
+    }
+    // A file written by arrow's writer, LZ4-compressed, whose one buffer's claim is then
+    // made 2^62: its 100 values' 800 bytes are the only such prefix in it.
+    let path = dir.path().join("lz4.arrow");
+    let values: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..100).map(|i| i * 7919 % 1000)));
+    let batch = table(vec![("n", values)]);
+    let options = arrow_ipc::writer::IpcWriteOptions::default()
+        .try_with_compression(Some(CompressionType::LZ4_FRAME))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut writer = arrow_ipc::writer::FileWriter::try_new_with_options(&mut bytes, &batch.schema(), options).unwrap();
+    writer.write(&batch).unwrap();
+    writer.finish().unwrap();
+    drop(writer);
+    let claim = 800i64.to_le_bytes();
+    let at: Vec<usize> = (0..bytes.len() - 8).filter(|&i| bytes[i..i + 8] == claim).collect();
+    assert_eq!(at.len(), 1, "one prefix of 800 bytes");
+    bytes[at[0]..at[0] + 8].copy_from_slice(&(1i64 << 62).to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let (status, stderr) = client(&["solve", path_str(&path), "-o", path_str(&dir.path().join("lz4.out.arrow"))]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "gamesolver-client: cannot read {} after row 0: the message's compressed buffers claim 4611686018427387904 \
+             bytes inflated (the largest, buffer 1 of field \"n\", 4611686018427387904), above the limit of 1073741824 bytes\n",
+            path.display()
+        )
+    );
+}

@@ -102,7 +102,8 @@ struct Run<D: Door> {
     resumed_errors: u64,
     budget: Arc<Budget>,
     queue: Arc<WorkQueue<D::Payload>>,
-    reader: JoinHandle<()>,
+    /// The reading thread, until it ends.
+    reader: Option<JoinHandle<()>>,
     writer: JoinHandle<Result<(u64, u64), ClientError>>,
     /// Kept to stop the writer: it must not end merely because the other senders are gone.
     to_writer: mpsc::Sender<ToWriter<D::Payload>>,
@@ -166,7 +167,7 @@ impl<D: Door> Run<D> {
             resumed_errors: resumed.1,
             budget,
             queue,
-            reader,
+            reader: Some(reader),
             writer,
             to_writer,
             connections,
@@ -199,6 +200,11 @@ impl<D: Door> Run<D> {
                     return Ended::Stopped(ClientError::EmbeddedServer(why));
                 }
                 () = &mut interrupt => return Ended::Stopped(ClientError::Interrupted),
+                // A reading thread that panicked sends nothing more: without this the
+                // writer would wait for the rest of the input for ever.
+                Err(panicked) = reader_ended(&mut self.reader) => {
+                    return Ended::Stopped(ClientError::Aborted(format!("reader thread: {panicked}")));
+                }
                 Some(ended) = self.connections.join_next(), if !self.connections.is_empty() => {
                     match self.servers.ended(ended) {
                         Some(ClientError::Connection(ConnectionError::NotReached { url, deadline, reason })) => {
@@ -257,8 +263,8 @@ impl<D: Door> Run<D> {
         };
         // 4. After a complete run the reader has ended; after a failure it may be blocked
         //    on a silent stdin, and is left to the runtime's shutdown.
-        if written.is_ok() {
-            let _ = self.reader.await;
+        if let Some(reader) = self.reader.take().filter(|_| written.is_ok()) {
+            let _ = reader.await;
         }
         // 5. The embedded server last, once no call is open on it.
         if let Some(embedded) = self.embedded {
@@ -390,6 +396,14 @@ impl OpenConnections {
         }
         Some(ClientError::Connection(err))
     }
+}
+
+/// The end of the reading thread, once (then never again).
+async fn reader_ended(reader: &mut Option<JoinHandle<()>>) -> Result<(), tokio::task::JoinError> {
+    let Some(handle) = reader else { return std::future::pending().await };
+    let ended = handle.await;
+    *reader = None;
+    ended
 }
 
 fn joined<T>(result: Result<Result<T, ClientError>, tokio::task::JoinError>) -> Result<T, ClientError> {

@@ -19,12 +19,12 @@ use std::collections::HashSet;
 use arrow_array::{make_array, ArrayRef, RecordBatch};
 use arrow_data::transform::MutableArrayData;
 use arrow_data::ArrayData;
-use arrow_ipc::reader::{FileReader, StreamReader};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::columns::InputColumns;
+use super::ipc_input::{IpcFile, IpcStream};
 use crate::client::embedded::BoxError;
 use crate::client::format::Format;
 use crate::client::input::{self, InputError, InputSource};
@@ -53,7 +53,7 @@ enum Opened {
     Parquet(ParquetRecordBatchReaderBuilder<File>),
     /// Opened again with the projection, once it is known.
     Arrow,
-    Arrows(StreamReader<Box<dyn BufRead + Send>>, Arc<AtomicU64>, Option<u64>),
+    Arrows(IpcStream<Box<dyn BufRead + Send>>, Arc<AtomicU64>, Option<u64>),
     Csv(Box<dyn BufRead + Send>, Arc<AtomicU64>, Option<u64>),
 }
 
@@ -73,13 +73,12 @@ impl TableSource {
                 (Arc::clone(builder.schema()), Opened::Parquet(builder))
             }
             Format::Arrow => {
-                let reader =
-                    FileReader::try_new_buffered(open_file(&path)?, None).map_err(|e| fail(e.into()))?;
+                let reader = IpcFile::open(open_file(&path)?).map_err(fail)?;
                 (reader.schema(), Opened::Arrow)
             }
             Format::Arrows => {
                 let (bytes, raw, len) = open_bytes(source, &path)?;
-                let reader = StreamReader::try_new(bytes, None).map_err(|e| fail(e.into()))?;
+                let reader = IpcStream::open(bytes).map_err(fail)?;
                 (reader.schema(), Opened::Arrows(reader, raw, len))
             }
             Format::Csv => {
@@ -127,17 +126,15 @@ impl TableSource {
                     .with_batch_size(rows)
                     .build()
                     .map_err(|e| fail(e.into()))?;
-                (Box::new(reader), Position::Rows, Some(total))
+                (Box::new(reader.map(|batch| batch.map_err(BoxError::from))), Position::Rows, Some(total))
             }
             Opened::Arrow => {
-                let reader = FileReader::try_new_buffered(open_file(&path)?, Some(projection))
-                    .map_err(|e| fail(e.into()))?;
+                let reader = IpcFile::open(open_file(&path)?).and_then(|file| file.project(projection)).map_err(fail)?;
                 let total = reader.num_batches() as u64;
                 (Box::new(reader), Position::Batches(0), Some(total))
             }
             Opened::Arrows(reader, raw, len) => {
-                let batches = reader.map(move |batch| batch.and_then(|batch| batch.project(&projection)));
-                (Box::new(batches), Position::Bytes(raw), len)
+                (Box::new(reader.project(projection).map_err(fail)?), Position::Bytes(raw), len)
             }
             Opened::Csv(bytes, raw, len) => {
                 let reader = arrow_csv::ReaderBuilder::new(self.schema)
@@ -146,7 +143,7 @@ impl TableSource {
                     .with_projection(projection)
                     .build_buffered(bytes)
                     .map_err(|e| fail(e.into()))?;
-                (Box::new(reader), Position::Bytes(raw), len)
+                (Box::new(reader.map(|batch| batch.map_err(BoxError::from))), Position::Bytes(raw), len)
             }
         };
         Ok(TableReader {
@@ -208,7 +205,7 @@ fn open_bytes(
     Ok((Box::new(BufReader::new(bytes)), count, len))
 }
 
-type Batches = Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send>;
+type Batches = Box<dyn Iterator<Item = Result<RecordBatch, BoxError>> + Send>;
 
 /// What the progress bar counts for a table.
 enum Position {
@@ -256,7 +253,7 @@ impl TableReader {
                     return Err(InputError::ReadTable {
                         path: self.path.clone(),
                         rows: self.rows,
-                        source: err.into(),
+                        source: err,
                     });
                 }
                 Some(Ok(batch)) if batch.num_rows() == 0 => continue,
@@ -394,6 +391,7 @@ mod tests {
     use arrow_array::cast::AsArray;
     use arrow_array::types::UInt64Type;
     use arrow_array::{ArrayRef, StringArray, UInt64Array};
+    use arrow_ipc::reader::FileReader;
 
     fn table(rows: u64) -> RecordBatch {
         let schema = Schema::new(vec![
