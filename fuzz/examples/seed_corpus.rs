@@ -93,7 +93,8 @@ fn main() -> std::io::Result<()> {
         .map(|covered| IvTableFile { covered, losing: losing_positions_below(covered) }.encode())
         .flat_map(|file| [[&[1], file.as_slice()].concat(), [&[0], file.as_slice()].concat()])
         .collect();
-    write_seeds(&fuzz.join("corpus/iv_table_file"), "table", &tables)
+    write_seeds(&fuzz.join("corpus/iv_table_file"), "table", &tables)?;
+    columnar::write(&fuzz.join("corpus/columnar"))
 }
 
 fn iv(id: &str, n: u64) -> pb::Problem {
@@ -112,4 +113,132 @@ fn write_seeds(dir: &Path, prefix: &str, seeds: &[Vec<u8>]) -> std::io::Result<(
     }
     println!("{}: {} seeds", dir.display(), seeds.len());
     Ok(())
+}
+
+/// The `columnar` target's seeds: IPC messages as an exchange sends them (first byte 0),
+/// arrow's writer's with and without compression and dictionaries and each attack the
+/// reader refuses, and tables of every input format (first bytes 1 to 4), well-formed and
+/// hostile.
+mod columnar {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use arrow_array::builder::{ListBuilder, StringDictionaryBuilder, UInt64Builder};
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+    use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+    use arrow_ipc::CompressionType;
+    use arrow_schema::{DataType, Field, Schema};
+    use gamesolver::columnar::ipc::{schema_message, RawBatch};
+
+    /// A table of problems: ids, `num` as a dictionary, `stones` lists, `n`.
+    fn problems() -> RecordBatch {
+        let mut num = StringDictionaryBuilder::<Int32Type>::new();
+        num.extend([Some("25??"), None, None, Some("11")]);
+        let mut stones = ListBuilder::new(UInt64Builder::new());
+        stones.append_null();
+        stones.append_value([Some(5), Some(1), Some(2)]);
+        stones.append_null();
+        stones.append_null();
+        RecordBatch::try_from_iter([
+            ("id", Arc::new(StringArray::from(vec!["a", "b", "c", "d"])) as ArrayRef),
+            ("num", Arc::new(num.finish()) as ArrayRef),
+            ("stones", Arc::new(stones.finish()) as ArrayRef),
+            ("n", Arc::new(UInt64Array::from(vec![None, None, Some(7), None])) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    /// Messages framed as the target reads them: a `u32` length before each header and body.
+    fn framed(messages: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+        let mut out = vec![0];
+        for (header, body) in messages {
+            out.extend((header.len() as u32).to_le_bytes());
+            out.extend(header);
+            out.extend((body.len() as u32).to_le_bytes());
+            out.extend(body);
+        }
+        out
+    }
+
+    /// The messages arrow's writer makes of `batch`: schema, dictionaries, batch.
+    fn written(batch: &RecordBatch, compression: Option<CompressionType>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let options = IpcWriteOptions::default().try_with_compression(compression).unwrap();
+        let generator = IpcDataGenerator::default();
+        let mut tracker = DictionaryTracker::new(false);
+        let schema = generator.schema_to_bytes_with_dictionary_tracker(batch.schema_ref(), &mut tracker, &options);
+        let (dictionaries, data) =
+            generator.encode(batch, &mut tracker, &options, &mut IpcWriteContext::default()).unwrap();
+        std::iter::once(schema).chain(dictionaries).chain([data]).map(|m| (m.ipc_message, m.arrow_data)).collect()
+    }
+
+    fn n_batch(values: (i64, i64), compression: Option<CompressionType>) -> RawBatch {
+        RawBatch { rows: 1, nodes: vec![(1, 0)], buffers: vec![(0, 0), values], compression, ..RawBatch::default() }
+    }
+
+    pub fn write(dir: &Path) -> std::io::Result<()> {
+        let batch = problems();
+        let mut seeds: Vec<Vec<u8>> = [None, Some(CompressionType::LZ4_FRAME), Some(CompressionType::ZSTD)]
+            .into_iter()
+            .map(|compression| framed(&written(&batch, compression)))
+            .collect();
+        let n_schema = schema_message(&Schema::new(vec![Field::new("n", DataType::UInt64, true)]));
+        let item = Arc::new(Field::new("item", DataType::Int8, true));
+        let stones = Schema::new(vec![Field::new("stones", DataType::FixedSizeList(item, 0), true)]);
+        let mut claim = (1i64 << 62).to_le_bytes().to_vec();
+        claim.extend([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82, 0]);
+        let rows = 1i64 << 40;
+        let huge = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
+        let attacks: Vec<(Vec<u8>, RawBatch, Vec<u8>)> = vec![
+            (n_schema.clone(), n_batch((0, 16), Some(CompressionType::LZ4_FRAME)), claim.clone()),
+            (n_schema.clone(), n_batch((0, 16), Some(CompressionType::ZSTD)), claim),
+            (schema_message(&stones), huge, vec![]),
+            (n_schema.clone(), n_batch((1 << 62, 8), None), vec![0; 8]),
+            (n_schema.clone(), n_batch((0, -8), None), vec![0; 8]),
+            (n_schema.clone(), n_batch((0, 64), None), vec![0; 16]),
+        ];
+        for (schema, raw, body) in attacks {
+            seeds.push(framed(&[(schema, vec![]), (raw.header(body.len() as i64), body)]));
+        }
+        // A dictionary and deltas after it.
+        let mut schema = written(&batch, None);
+        let dictionary = schema.remove(1);
+        let mut delta = dictionary.clone();
+        let delta_header = RawBatch {
+            rows: 2,
+            nodes: vec![(2, 0)],
+            buffers: vec![(0, 0), (0, 16), (16, 6)],
+            dictionary: Some((0, true)),
+            ..RawBatch::default()
+        };
+        delta.0 = delta_header.header(24);
+        delta.1 = vec![0, 0, 0, 0, 4, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, b'2', b'5', b'?', b'?', b'1', b'1', 0, 0];
+        seeds.push(framed(&[schema[0].clone(), dictionary, delta.clone(), delta.clone(), delta, schema[1].clone()]));
+
+        // Tables: a file of each format, and the stream and file attacks.
+        let mut parquet = vec![1];
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut parquet, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        seeds.push(parquet);
+        for compression in [None, Some(CompressionType::LZ4_FRAME)] {
+            let options = IpcWriteOptions::default().try_with_compression(compression).unwrap();
+            let mut file = vec![2];
+            let mut writer =
+                arrow_ipc::writer::FileWriter::try_new_with_options(&mut file, &batch.schema(), options.clone()).unwrap();
+            writer.write(&batch).unwrap();
+            writer.finish().unwrap();
+            drop(writer);
+            seeds.push(file);
+            let mut stream = vec![3];
+            let mut writer =
+                arrow_ipc::writer::StreamWriter::try_new_with_options(&mut stream, &batch.schema(), options).unwrap();
+            writer.write(&batch).unwrap();
+            writer.finish().unwrap();
+            drop(writer);
+            seeds.push(stream);
+        }
+        seeds.push(b"\x04id,n,stones\na,5,\"[1,2]\"\nb,,\nc,-1,\"[]\"\n".to_vec());
+        super::write_seeds(dir, "columnar", &seeds)
+    }
 }

@@ -55,6 +55,7 @@ pub use error::ClientError;
 pub use input::{InputError, InputSource};
 pub use output::OutputError;
 pub use pipeline::{solve, solve_until};
+pub use plan::read_table_problems;
 pub use problem_json::{parse_problem, LineError};
 pub use progress::Summary;
 pub use resume::ResumeError;

@@ -167,6 +167,34 @@ pub(crate) fn table(
     Ok(Plan { read, sink, door, progress_total, resumed })
 }
 
+/// Reads a whole table of problems from `input` as `solve` reads it, without solving:
+/// its columns resolved, its batches bounded (`batch_rows`, `batch_bytes`), each turned
+/// into its request (CSV cells parsed) and each row into its problem. The rows read, or
+/// the error `solve` would stop at. What the `columnar` fuzz target drives.
+pub fn read_table_problems(
+    input: &InputSource,
+    format: Format,
+    batch_rows: usize,
+    batch_bytes: usize,
+) -> Result<u64, ClientError> {
+    let source = TableSource::open(input, format)?;
+    let columns =
+        InputColumns::resolve(source.schema(), &ColumnMap::default(), "input", format == Format::Csv, false)?;
+    let mut reader = source.reader(&columns, batch_rows, batch_bytes)?;
+    let games = columns.descriptor().games;
+    let reading = TableReading { columns, fingerprint: None, csv: format == Format::Csv };
+    while let Some(batch) = reader.next_batch()? {
+        let first_row = reader.rows() - batch.num_rows() as u64;
+        let (request, _) = reading.request(&batch, first_row).map_err(ClientError::table_input)?;
+        let problems = crate::columnar::BatchProblems::of(&request, games)
+            .map_err(|err| ClientError::table_input(arrow_schema::ArrowError::InvalidArgumentError(err.to_string())))?;
+        for row in 0..request.num_rows() {
+            let _ = problems.get(row);
+        }
+    }
+    Ok(reader.rows())
+}
+
 fn table_options(
     config: &SolveConfig,
     columns: ColumnMap,
