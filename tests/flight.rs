@@ -58,17 +58,21 @@ fn messages(
         .build(futures::stream::iter(batches.into_iter().map(Ok)))
 }
 
-/// As [`messages`], each batch with a schema message of its own (their schemas may differ).
+/// As [`messages`], each batch with a schema message of its own (their schemas may
+/// differ), its buffers compressed with `compression` (none, LZ4 frame or zstd).
 fn messages_each(
     path: &[&str],
     batches: Vec<RecordBatch>,
+    compression: Option<arrow_ipc::CompressionType>,
 ) -> impl futures::Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
     let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+    let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(compression).unwrap();
     futures::stream::iter(batches.into_iter().enumerate()).flat_map(move |(i, batch)| {
         let descriptor = (i == 0).then(|| FlightDescriptor::new_path(path.clone()));
         FlightDataEncoderBuilder::new()
             .with_max_flight_data_size(usize::MAX)
             .with_dictionary_handling(DictionaryHandling::Resend)
+            .with_options(options.clone())
             .with_flight_descriptor(descriptor)
             .build(futures::stream::iter([Ok(batch)]))
     })
@@ -281,6 +285,19 @@ mod model {
         pub id: u8,
         /// rows added before and after, then sliced off
         pub pad: usize,
+        /// the IPC buffers: uncompressed, LZ4 frame, zstd
+        pub compression: u8,
+    }
+
+    impl Format {
+        /// The IPC compression the batches are sent with.
+        pub fn compression(&self) -> Option<arrow_ipc::CompressionType> {
+            match self.compression {
+                1 => Some(arrow_ipc::CompressionType::LZ4_FRAME),
+                2 => Some(arrow_ipc::CompressionType::ZSTD),
+                _ => None,
+            }
+        }
     }
 
     fn elements() -> impl Strategy<Value = Vec<Option<i64>>> {
@@ -329,12 +346,8 @@ mod model {
     }
 
     pub fn format() -> impl Strategy<Value = Format> {
-        (0u8..4, 0u8..3, 0u8..3, 0u8..4, 0usize..3).prop_map(|(num, n, lists, id, pad)| Format {
-            num,
-            n,
-            lists,
-            id,
-            pad,
+        (0u8..4, 0u8..3, 0u8..3, 0u8..4, 0usize..3, 0u8..3).prop_map(|(num, n, lists, id, pad, compression)| {
+            Format { num, n, lists, id, pad, compression }
         })
     }
 
@@ -501,8 +514,10 @@ mod model {
 }
 
 /// Random batches of every game and of `mixed`, in every accepted column type, sliced or
-/// not, with nulls, negatives and ids of several types: each row is answered as
-/// `SolveBatch` answers the same problem, or with the row error the contract names.
+/// not, with nulls, negatives, dictionaries and ids of several types, their IPC buffers
+/// uncompressed, LZ4-framed or zstd-compressed as arrow's writer makes them: each passes
+/// the IPC reader's checks, and each row is answered as `SolveBatch` answers the same
+/// problem, or with the row error the contract names.
 #[test]
 fn random_tables_are_answered_row_by_row_as_solve_batch_answers_them() {
     use proptest::prelude::*;
@@ -565,7 +580,7 @@ fn batches_of_several_runs_are_answered_row_by_row_as_solve_batch_answers_them()
         let server = runtime.block_on(TestServer::start(config));
         let channel = runtime.block_on(server.channel());
         for (lists, winner_only) in [(0, false), (1, true), (2, false)] {
-            let format = model::Format { num: lists, n: lists, lists, id: lists + 1, pad: 0 };
+            let format = model::Format { num: lists, n: lists, lists, id: lists + 1, pad: 0, compression: lists };
             let checked = answered_as_solve_batch(
                 &server,
                 channel.clone(),
@@ -598,7 +613,7 @@ async fn answered_as_solve_batch(
         path.push("winner_only");
     }
     let mut client = flight_client(channel);
-    let answers = client.do_exchange(messages_each(&path, sent.clone())).await.unwrap();
+    let answers = client.do_exchange(messages_each(&path, sent.clone(), format.compression())).await.unwrap();
     let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
     prop_assert_eq!(answers.len(), sent.len());
     for (answer, (table, cells)) in answers.iter().zip(&tables) {
