@@ -1,6 +1,6 @@
 """Soak test of gamesolver-server's bounds; run by bench/soak.sh (which builds the server
-and the venv). Replays the hostile probes of the hardening issue against a release server
-on loopback, then a mixed load with clients killed at random, checking every answer and
+and the venv). Replays the hostile probes of the hardening issues (the Arrow Flight door's IPC
+messages among them) against a release server on loopback, then a mixed load with clients killed at random, checking every answer and
 the server's RSS. Exits 1 when a bound is exceeded or an answer is wrong."""
 
 import os
@@ -164,9 +164,10 @@ class H2:
         if data:
             self.sock.sendall(data)
 
-    def open_call(self, method, compressed=False, encoding="gzip"):
+    def open_call(self, method, compressed=False, encoding="gzip", path=None):
         sid = self.conn.get_next_available_stream_id()
-        headers = [(":method", "POST"), (":scheme", "http"), (":path", SERVICE + method), (":authority", "x"),
+        path = path or SERVICE + method
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "x"),
                    ("content-type", "application/grpc"), ("te", "trailers")]
         if compressed:
             headers.append(("grpc-encoding", encoding))
@@ -434,6 +435,121 @@ def probe_small_stones(server):
     check(server.hwm() - before < 256 * MIB, "peak stays within the request-byte budget (256 MiB)")
 
 
+# --- Arrow Flight: IPC messages by hand ----------------------------------------------------
+
+DO_EXCHANGE = "/arrow.flight.protocol.FlightService/DoExchange"
+# The attacks' IPC messages, as fuzz/examples/seed_corpus.rs writes them for the columnar
+# fuzz target: a selector byte, then each header and body after a little-endian u32 length.
+ATTACKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "columnar")
+
+
+def ipc_messages(name):
+    """The (header, body) pairs of the committed attack `name`."""
+    data = open(os.path.join(ATTACKS, "attack-" + name), "rb").read()[1:]
+    pieces = []
+    while data:
+        n = int.from_bytes(data[:4], "little")
+        pieces.append(data[4:4 + n])
+        data = data[4 + n:]
+    return list(zip(pieces[0::2], pieces[1::2]))
+
+
+def flight_data(header, body, path=None):
+    """A FlightData message: the descriptor (a path) on the first, the IPC header and body."""
+    out = b""
+    if path is not None:
+        out += field(1, varint(1 << 3) + varint(1) + b"".join(field(2, p.encode()) for p in path))
+    out += field(2, header)
+    if body:
+        out += varint(1000 << 3 | 2) + varint(len(body)) + body
+    return out
+
+
+def patched(data, old, new):
+    """`data` with its one occurrence of `old` (a little-endian i64 pair or i64) made `new`."""
+    assert data.count(old) == 1, f"{old.hex()} occurs {data.count(old)} times"
+    return data.replace(old, new)
+
+
+def i64s(*values):
+    return b"".join(v.to_bytes(8, "little", signed=True) for v in values)
+
+
+def zstd_bomb():
+    """The zstd-claim attack with a real body: 1 GiB of zero values, zstd-compressed to about
+    33 KB, its buffer and body lengths patched to fit."""
+    import zstandard
+    (schema, _), (header, _) = ipc_messages("zstd-claim")
+    z = zstandard.ZstdCompressor(level=19).compressobj()
+    chunk = bytes(MIB)
+    frame = b"".join([z.compress(chunk) for _ in range(1024)] + [z.flush()])
+    body = (1 << 30).to_bytes(8, "little") + frame
+    body += bytes(-len(body) % 8)
+    header = patched(header, i64s(0, 16), i64s(0, len(body)))
+    header = patched(header, i64s(24), i64s(len(body)))
+    return [(schema, b""), (header, body)]
+
+
+def big_deltas(value_bytes, deltas):
+    """The deltas attack's dictionary, then `deltas` deltas of one string of `value_bytes`
+    each: its delta's value buffer and body lengths patched."""
+    (schema, _), dictionary, (delta, _) = ipc_messages("deltas")[:3]
+    body = (0).to_bytes(4, "little") + value_bytes.to_bytes(4, "little") + value_bytes.to_bytes(4, "little")
+    body += bytes(4) + b"x" * value_bytes
+    delta = patched(delta, i64s(16, 6), i64s(16, value_bytes))
+    delta = patched(delta, i64s(24), i64s(len(body)))
+    return [(schema, b""), dictionary] + [(delta, body)] * deltas
+
+
+def exchange_attack(server, game, messages, results):
+    """One DoExchange of `messages` under [game]; its end (grpc-status, message) in `results`."""
+    c = H2(server)
+    sid = c.open_call(None, path=DO_EXCHANGE)
+    try:
+        for i, (header, body) in enumerate(messages):
+            c.send(sid, grpc_frame(flight_data(header, body, [game] if i == 0 else None)), end=i == len(messages) - 1)
+    except Exception:  # the server ended the call mid-send: its trailers tell why
+        pass
+    results.append(c.wait_statuses([sid], 60)[sid])
+    c.sock.close()
+
+
+def probe_flight_ipc(server):
+    print("Arrow Flight: each hostile IPC message from 4 clients at once", flush=True)
+    attacks = [
+        ("LZ4 claim of 2^62 bytes", "stone_game_iv", ipc_messages("lz4-claim"), "8"),
+        ("zstd claim of 2^62 bytes", "stone_game_iv", ipc_messages("zstd-claim"), "8"),
+        ("33 KB zstd body inflating to 1 GiB", "stone_game_iv", zstd_bomb(), "8"),
+        ("2^40 rows of fixed_size_list<int8, 0>", "stone_game_ix", ipc_messages("rows"), "8"),
+        ("a buffer at offset 2^62", "stone_game_iv", ipc_messages("offset"), "3"),
+        ("a buffer of negative length", "stone_game_iv", ipc_messages("negative-length"), "3"),
+        ("a body shorter than its buffers", "stone_game_iv", ipc_messages("short-body"), "3"),
+        ("a dictionary and 5 deltas of 16 MiB", "mixed", big_deltas(16 * MIB, 5), "8"),
+    ]
+    for name, game, messages, code in attacks:
+        server.reset_peak()
+        before = server.rss()
+        results = []
+        callers = [threading.Thread(target=exchange_attack, args=(server, game, messages, results)) for _ in range(4)]
+        for t in callers:
+            t.start()
+        time.sleep(0.1)
+        bystander = health(server)
+        for t in callers:
+            t.join()
+        # Refused by the IPC reader, or by the budget (which shares one address's memory
+        # among its four calls).
+        reasons = ("cannot read the exchange's data", "request memory", "retry later")
+        refused = sum(1 for r in results
+                      if r.get("grpc-status") == code and any(m in r.get("grpc-message", "") for m in reasons))
+        check(refused == 4, f"{name}: {refused} of 4 refused with status {code}: "
+                            f"{sorted({r.get('grpc-message') for r in results})}")
+        check(bystander is not None, f"{name}: a bystander's health check took {bystander and round(bystander, 3)} s")
+        check(server.proc.poll() is None, f"{name}: the server is still running")
+        report(name, server, before)
+        check(server.hwm() - before < 256 * MIB, f"{name}: peak stays within the request-byte budget (256 MiB)")
+
+
 def probe_rapid_reset(server):
     print(f"rapid reset: streams opened and reset at once, {RAPID_RESET_SECONDS} s", flush=True)
     lines = server.log_text().count("\n")
@@ -551,6 +667,7 @@ def main():
         probe_parallel_inflation(server, "gzip")
         probe_parallel_inflation(server, "zstd")
         probe_small_stones(server)
+        probe_flight_ipc(server)
         probe_rapid_reset(server)
         mixed_load(server)
         time.sleep(2)

@@ -908,7 +908,8 @@ fn a_malformed_arrow_table_is_exit_two_with_one_message() {
     let mut lz4 = (1i64 << 62).to_le_bytes().to_vec();
     lz4.extend([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82, 0]);
     let rows = 1i64 << 40;
-    let huge = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
+    let huge =
+        RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
     let cases: Vec<(&str, Schema, RawBatch, Vec<u8>, String)> = vec![
         (
             "offset",
@@ -956,7 +957,8 @@ fn a_malformed_arrow_table_is_exit_two_with_one_message() {
         .try_with_compression(Some(CompressionType::LZ4_FRAME))
         .unwrap();
     let mut bytes = Vec::new();
-    let mut writer = arrow_ipc::writer::FileWriter::try_new_with_options(&mut bytes, &batch.schema(), options).unwrap();
+    let mut writer =
+        arrow_ipc::writer::FileWriter::try_new_with_options(&mut bytes, &batch.schema(), options).unwrap();
     writer.write(&batch).unwrap();
     writer.finish().unwrap();
     drop(writer);
@@ -965,7 +967,8 @@ fn a_malformed_arrow_table_is_exit_two_with_one_message() {
     assert_eq!(at.len(), 1, "one prefix of 800 bytes");
     bytes[at[0]..at[0] + 8].copy_from_slice(&(1i64 << 62).to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let (status, stderr) = client(&["solve", path_str(&path), "-o", path_str(&dir.path().join("lz4.out.arrow"))]);
+    let (status, stderr) =
+        client(&["solve", path_str(&path), "-o", path_str(&dir.path().join("lz4.out.arrow"))]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert_eq!(
         stderr,

@@ -346,9 +346,8 @@ mod model {
     }
 
     pub fn format() -> impl Strategy<Value = Format> {
-        (0u8..4, 0u8..3, 0u8..3, 0u8..4, 0usize..3, 0u8..3).prop_map(|(num, n, lists, id, pad, compression)| {
-            Format { num, n, lists, id, pad, compression }
-        })
+        (0u8..4, 0u8..3, 0u8..3, 0u8..4, 0usize..3, 0u8..3)
+            .prop_map(|(num, n, lists, id, pad, compression)| Format { num, n, lists, id, pad, compression })
     }
 
     /// The table of `rows` in `format` (only the columns `games` reads, and the id), and
@@ -580,7 +579,8 @@ fn batches_of_several_runs_are_answered_row_by_row_as_solve_batch_answers_them()
         let server = runtime.block_on(TestServer::start(config));
         let channel = runtime.block_on(server.channel());
         for (lists, winner_only) in [(0, false), (1, true), (2, false)] {
-            let format = model::Format { num: lists, n: lists, lists, id: lists + 1, pad: 0, compression: lists };
+            let format =
+                model::Format { num: lists, n: lists, lists, id: lists + 1, pad: 0, compression: lists };
             let checked = answered_as_solve_batch(
                 &server,
                 channel.clone(),

@@ -53,7 +53,13 @@ fn data(header: Vec<u8>, body: Vec<u8>) -> FlightData {
 
 /// Sends an exchange of `schema` then `messages` under `[game]` from `ip`, and returns
 /// the status it ends with (it must fail).
-async fn attack(server: &TestServer, ip: [u8; 4], game: &str, schema: &Schema, messages: Vec<FlightData>) -> Status {
+async fn attack(
+    server: &TestServer,
+    ip: [u8; 4],
+    game: &str,
+    schema: &Schema,
+    messages: Vec<FlightData>,
+) -> Status {
     let mut client = FlightServiceClient::new(server.channel_from(ip).await)
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
@@ -62,7 +68,9 @@ async fn attack(server: &TestServer, ip: [u8; 4], game: &str, schema: &Schema, m
     let requests = futures::stream::iter(std::iter::once(first).chain(messages));
     match client.do_exchange(requests).await {
         Err(status) => status,
-        Ok(answers) => answers.into_inner().try_collect::<Vec<_>>().await.expect_err("the exchange must fail"),
+        Ok(answers) => {
+            answers.into_inner().try_collect::<Vec<_>>().await.expect_err("the exchange must fail")
+        }
     }
 }
 
@@ -98,7 +106,8 @@ async fn an_lz4_buffer_claiming_2_62_bytes_is_refused_before_it_is_inflated() {
     // The claim, then the start of an LZ4 frame (magic number) that never gets read.
     let mut body = (1i64 << 62).to_le_bytes().to_vec();
     body.extend([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    for (ip, codec) in [([127, 0, 0, 2], CompressionType::LZ4_FRAME), ([127, 0, 0, 3], CompressionType::ZSTD)] {
+    for (ip, codec) in [([127, 0, 0, 2], CompressionType::LZ4_FRAME), ([127, 0, 0, 3], CompressionType::ZSTD)]
+    {
         let raw = RawBatch {
             rows: 1,
             nodes: vec![(1, 0)],
@@ -106,7 +115,8 @@ async fn an_lz4_buffer_claiming_2_62_bytes_is_refused_before_it_is_inflated() {
             compression: Some(codec),
             ..RawBatch::default()
         };
-        let status = attack(&server, ip, "stone_game_iv", &n_schema(), vec![data(raw.header(24), body.clone())]).await;
+        let status =
+            attack(&server, ip, "stone_game_iv", &n_schema(), vec![data(raw.header(24), body.clone())]).await;
         assert_status(
             &status,
             Code::ResourceExhausted,
@@ -146,7 +156,8 @@ async fn a_zstd_bomb_is_refused_by_its_claim_and_a_claim_within_the_limit_is_cha
     let body = bomb(1 << 30);
     assert!(body.len() < 64 << 10, "{} bytes", body.len());
     let rows = ROWS as i64;
-    let status = attack(&server, [127, 0, 0, 2], "stone_game_iv", &n_schema(), vec![message(rows, &body)]).await;
+    let status =
+        attack(&server, [127, 0, 0, 2], "stone_game_iv", &n_schema(), vec![message(rows, &body)]).await;
     assert_status(
         &status,
         Code::ResourceExhausted,
@@ -156,11 +167,14 @@ async fn a_zstd_bomb_is_refused_by_its_claim_and_a_claim_within_the_limit_is_cha
     // 16 MiB within the message limit, past the 4 MiB this client may hold: refused before
     // it is inflated.
     let body = bomb(16 << 20);
-    let status = attack(&server, [127, 0, 0, 3], "stone_game_iv", &n_schema(), vec![message(2 << 20, &body)]).await;
+    let status =
+        attack(&server, [127, 0, 0, 3], "stone_game_iv", &n_schema(), vec![message(2 << 20, &body)]).await;
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(
         status.message().starts_with("request message decodes to ")
-            && status.message().ends_with(" bytes, past the 4194304 bytes of request memory one client may hold"),
+            && status
+                .message()
+                .ends_with(" bytes, past the 4194304 bytes of request memory one client may hold"),
         "{}",
         status.message()
     );
@@ -171,8 +185,14 @@ async fn a_zstd_bomb_is_refused_by_its_claim_and_a_claim_within_the_limit_is_cha
 async fn a_row_count_no_buffer_bounds_is_refused_past_the_limit_and_charged_below_it() {
     let server = TestServer::start(ServerConfig::default()).await;
     for (ip, rows) in [([127, 0, 0, 2], 1i64 << 24), ([127, 0, 0, 3], 1 << 26), ([127, 0, 0, 4], 1 << 40)] {
-        let raw = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
-        let status = attack(&server, ip, "stone_game_ix", &stones_schema(0), vec![data(raw.header(0), vec![])]).await;
+        let raw = RawBatch {
+            rows,
+            nodes: vec![(rows, 0), (0, 0)],
+            buffers: vec![(0, 0); 3],
+            ..RawBatch::default()
+        };
+        let status =
+            attack(&server, ip, "stone_game_ix", &stones_schema(0), vec![data(raw.header(0), vec![])]).await;
         assert_status(
             &status,
             Code::ResourceExhausted,
@@ -184,13 +204,22 @@ async fn a_row_count_no_buffer_bounds_is_refused_past_the_limit_and_charged_belo
     }
     // At the limit, its rows are what it costs: more than one client may hold.
     let rows = ROWS as i64;
-    let raw = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
-    let status =
-        attack(&server, [127, 0, 0, 5], "stone_game_ix", &stones_schema(0), vec![data(raw.header(0), vec![])]).await;
+    let raw =
+        RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
+    let status = attack(
+        &server,
+        [127, 0, 0, 5],
+        "stone_game_ix",
+        &stones_schema(0),
+        vec![data(raw.header(0), vec![])],
+    )
+    .await;
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(
         status.message().starts_with("request message decodes to ")
-            && status.message().ends_with(" bytes, past the 268435456 bytes of request memory one client may hold"),
+            && status
+                .message()
+                .ends_with(" bytes, past the 268435456 bytes of request memory one client may hold"),
         "{}",
         status.message()
     );
@@ -278,7 +307,8 @@ async fn dictionaries_are_bounded_per_exchange_in_bytes_deltas_included_and_in_n
         data(raw.header(0), vec![])
     };
     let status =
-        attack(&server, [127, 0, 0, 4], "sum_game", &dictionary_schema(65), (0..65).map(empty).collect()).await;
+        attack(&server, [127, 0, 0, 4], "sum_game", &dictionary_schema(65), (0..65).map(empty).collect())
+            .await;
     assert_status(
         &status,
         Code::ResourceExhausted,

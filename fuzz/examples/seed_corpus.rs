@@ -189,16 +189,19 @@ mod columnar {
         claim.extend([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82, 0]);
         let rows = 1i64 << 40;
         let huge = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0); 3], ..RawBatch::default() };
-        let attacks: Vec<(Vec<u8>, RawBatch, Vec<u8>)> = vec![
-            (n_schema.clone(), n_batch((0, 16), Some(CompressionType::LZ4_FRAME)), claim.clone()),
-            (n_schema.clone(), n_batch((0, 16), Some(CompressionType::ZSTD)), claim),
-            (schema_message(&stones), huge, vec![]),
-            (n_schema.clone(), n_batch((1 << 62, 8), None), vec![0; 8]),
-            (n_schema.clone(), n_batch((0, -8), None), vec![0; 8]),
-            (n_schema.clone(), n_batch((0, 64), None), vec![0; 16]),
+        // The attacks, named: bench/soak.py sends them to a release server.
+        let attacks: Vec<(&str, Vec<u8>, RawBatch, Vec<u8>)> = vec![
+            ("lz4-claim", n_schema.clone(), n_batch((0, 16), Some(CompressionType::LZ4_FRAME)), claim.clone()),
+            ("zstd-claim", n_schema.clone(), n_batch((0, 16), Some(CompressionType::ZSTD)), claim),
+            ("rows", schema_message(&stones), huge, vec![]),
+            ("offset", n_schema.clone(), n_batch((1 << 62, 8), None), vec![0; 8]),
+            ("negative-length", n_schema.clone(), n_batch((0, -8), None), vec![0; 8]),
+            ("short-body", n_schema.clone(), n_batch((0, 64), None), vec![0; 16]),
         ];
-        for (schema, raw, body) in attacks {
-            seeds.push(framed(&[(schema, vec![]), (raw.header(body.len() as i64), body)]));
+        for (name, schema, raw, body) in attacks {
+            let seed = framed(&[(schema, vec![]), (raw.header(body.len() as i64), body)]);
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(dir.join(format!("attack-{name}")), seed)?;
         }
         // A dictionary and deltas after it.
         let mut schema = written(&batch, None);
@@ -213,7 +216,8 @@ mod columnar {
         };
         delta.0 = delta_header.header(24);
         delta.1 = vec![0, 0, 0, 0, 4, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, b'2', b'5', b'?', b'?', b'1', b'1', 0, 0];
-        seeds.push(framed(&[schema[0].clone(), dictionary, delta.clone(), delta.clone(), delta, schema[1].clone()]));
+        let deltas = framed(&[schema[0].clone(), dictionary, delta.clone(), delta.clone(), delta, schema[1].clone()]);
+        std::fs::write(dir.join("attack-deltas"), deltas)?;
 
         // Tables: a file of each format, and the stream and file attacks.
         let mut parquet = vec![1];

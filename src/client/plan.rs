@@ -186,8 +186,9 @@ pub fn read_table_problems(
     while let Some(batch) = reader.next_batch()? {
         let first_row = reader.rows() - batch.num_rows() as u64;
         let (request, _) = reading.request(&batch, first_row).map_err(ClientError::table_input)?;
-        let problems = crate::columnar::BatchProblems::of(&request, games)
-            .map_err(|err| ClientError::table_input(arrow_schema::ArrowError::InvalidArgumentError(err.to_string())))?;
+        let problems = crate::columnar::BatchProblems::of(&request, games).map_err(|err| {
+            ClientError::table_input(arrow_schema::ArrowError::InvalidArgumentError(err.to_string()))
+        })?;
         for row in 0..request.num_rows() {
             let _ = problems.get(row);
         }

@@ -513,7 +513,14 @@ impl IpcReader {
                     .filter(|&rows| rows <= limit)
                     .ok_or(IpcError::TooManyRows { rows, limit })?;
                 let fields: Vec<&Field> = read.schema.fields().iter().map(AsRef::as_ref).collect();
-                let mut walk = Walk::new("record batch", &batch, body, read.shape, &self.limits, version == MetadataVersion::V4)?;
+                let mut walk = Walk::new(
+                    "record batch",
+                    &batch,
+                    body,
+                    read.shape,
+                    &self.limits,
+                    version == MetadataVersion::V4,
+                )?;
                 for field in &fields {
                     walk.field(field, field.name(), Some(rows))?;
                 }
@@ -525,15 +532,19 @@ impl IpcReader {
                     message.header_as_dictionary_batch().ok_or_else(|| missing("dictionary batch"))?;
                 let Some(read) = &self.schema else { return Err(before_schema()) };
                 let id = dictionary.id();
-                let value_type = dictionary_value_type(&read.schema, id)
-                    .ok_or_else(|| IpcError::Dictionary { id, reason: "no field of the schema has it".into() })?;
+                let value_type = dictionary_value_type(&read.schema, id).ok_or_else(|| {
+                    IpcError::Dictionary { id, reason: "no field of the schema has it".into() }
+                })?;
                 if read.dictionaries_read.as_ref().is_some_and(|read| !read.contains(&id)) {
                     return Ok((Claim::default(), true));
                 }
                 let delta = dictionary.isDelta();
                 let base = self.dictionary_claims.get(&id).copied();
                 if delta && base.is_none() {
-                    return Err(IpcError::Dictionary { id, reason: "a delta came before the dictionary".into() });
+                    return Err(IpcError::Dictionary {
+                        id,
+                        reason: "a delta came before the dictionary".into(),
+                    });
                 }
                 let data = dictionary.data().ok_or_else(|| missing("dictionary data"))?;
                 let field = Field::new(format!("dictionary {id}"), value_type.clone(), true);
@@ -547,7 +558,14 @@ impl IpcReader {
                 })?;
                 let mut shape = Shape::default();
                 shape_of(&value_type, &mut shape);
-                let mut walk = Walk::new("dictionary", &data, body, shape, &self.limits, version == MetadataVersion::V4)?;
+                let mut walk = Walk::new(
+                    "dictionary",
+                    &data,
+                    body,
+                    shape,
+                    &self.limits,
+                    version == MetadataVersion::V4,
+                )?;
                 walk.field(&field, field.name(), Some(rows))?;
                 let mut bytes = walk.finish()?;
                 if delta {
@@ -813,7 +831,12 @@ impl<'a> Walk<'a> {
         self.node_and_buffers(field.data_type(), path, expected)
     }
 
-    fn node_and_buffers(&mut self, data_type: &DataType, path: &str, expected: Length) -> Result<(), IpcError> {
+    fn node_and_buffers(
+        &mut self,
+        data_type: &DataType,
+        path: &str,
+        expected: Length,
+    ) -> Result<(), IpcError> {
         let (len, nulls) = self.node(path, expected)?;
         let n = len as u128;
         let offsets = |width: u128| if len == 0 { 0 } else { (n + 1) * width };
@@ -939,7 +962,12 @@ impl<'a> Walk<'a> {
         let wrong = |reason: String| IpcError::Node { field: path.to_owned(), reason };
         if self.next_node >= self.nodes.len() {
             let expected = self.nodes.len() + 1;
-            return Err(IpcError::Count { what: self.what, items: "field nodes", found: self.nodes.len(), expected });
+            return Err(IpcError::Count {
+                what: self.what,
+                items: "field nodes",
+                found: self.nodes.len(),
+                expected,
+            });
         }
         let node = self.nodes.get(self.next_node);
         self.next_node += 1;
@@ -1001,7 +1029,14 @@ impl<'a> Walk<'a> {
 
     /// The next buffer: within the body, its length prefix checked when compressed, and
     /// at least `needs` bytes once inflated.
-    fn buffer(&mut self, path: &str, role: &'static str, len: usize, needs: u128, align: usize) -> Result<(), IpcError> {
+    fn buffer(
+        &mut self,
+        path: &str,
+        role: &'static str,
+        len: usize,
+        needs: u128,
+        align: usize,
+    ) -> Result<(), IpcError> {
         let index = self.next_buffer;
         if index >= self.buffers.len() {
             let found = self.buffers.len();
@@ -1028,12 +1063,15 @@ impl<'a> Walk<'a> {
             }
             true if size == 0 => 0,
             true => {
-                let compressed = |reason: String| IpcError::Compressed { index, role, field: path.to_owned(), reason };
+                let compressed =
+                    |reason: String| IpcError::Compressed { index, role, field: path.to_owned(), reason };
                 let prefix = self
                     .body
                     .get(start..end)
                     .and_then(|bytes| bytes.first_chunk::<PREFIX>())
-                    .ok_or_else(|| compressed(format!("is {size} bytes, shorter than its {PREFIX}-byte length prefix")))?;
+                    .ok_or_else(|| {
+                        compressed(format!("is {size} bytes, shorter than its {PREFIX}-byte length prefix"))
+                    })?;
                 match i64::from_le_bytes(*prefix) {
                     0 => 0,
                     NOT_COMPRESSED => {
@@ -1052,7 +1090,14 @@ impl<'a> Walk<'a> {
             }
         };
         if (holds as u128) < needs {
-            return Err(IpcError::ShortBuffer { index, role, field: path.to_owned(), holds, length: len, needs });
+            return Err(IpcError::ShortBuffer {
+                index,
+                role,
+                field: path.to_owned(),
+                holds,
+                length: len,
+                needs,
+            });
         }
         Ok(())
     }
@@ -1127,7 +1172,8 @@ impl FileFooter {
         if file_len < (FILE_HEAD + FILE_TAIL) as u64 || !head.starts_with(FILE_MAGIC) {
             return Err(framing("not an Arrow IPC file: it does not start with ARROW1".into()));
         }
-        let (length, magic) = tail.split_first_chunk::<4>().ok_or_else(|| framing("a file shorter than its tail".into()))?;
+        let (length, magic) =
+            tail.split_first_chunk::<4>().ok_or_else(|| framing("a file shorter than its tail".into()))?;
         if magic != FILE_MAGIC {
             return Err(framing("not a whole Arrow IPC file: it does not end with ARROW1".into()));
         }
@@ -1148,15 +1194,25 @@ impl FileFooter {
     pub fn parse(footer: &[u8], footer_start: u64, limits: &IpcLimits) -> Result<FileFooter, IpcError> {
         let fb = arrow_ipc::root_as_footer(footer)
             .map_err(|err| IpcError::Flatbuffer { what: "file footer", reason: err.to_string() })?;
-        let schema = fb.schema().ok_or_else(|| IpcError::Framing("the file's footer holds no schema".into()))?;
+        let schema =
+            fb.schema().ok_or_else(|| IpcError::Framing("the file's footer holds no schema".into()))?;
         if schema.endianness() != Endianness::Little {
             return Err(IpcError::Unsupported("big-endian IPC data is not read".into()));
         }
         let schema = arrow_ipc::convert::try_fb_to_schema(schema)?;
-        let blocks = |blocks: Option<flatbuffers::Vector<'_, arrow_ipc::Block>>| -> Result<Vec<Block>, IpcError> {
-            blocks.iter().flat_map(|blocks| blocks.iter()).map(|block| Self::block(block, footer_start, limits)).collect()
-        };
-        Ok(FileFooter { schema, dictionaries: blocks(fb.dictionaries())?, batches: blocks(fb.recordBatches())? })
+        let blocks =
+            |blocks: Option<flatbuffers::Vector<'_, arrow_ipc::Block>>| -> Result<Vec<Block>, IpcError> {
+                blocks
+                    .iter()
+                    .flat_map(|blocks| blocks.iter())
+                    .map(|block| Self::block(block, footer_start, limits))
+                    .collect()
+            };
+        Ok(FileFooter {
+            schema,
+            dictionaries: blocks(fb.dictionaries())?,
+            batches: blocks(fb.recordBatches())?,
+        })
     }
 
     fn block(block: &arrow_ipc::Block, footer_start: u64, limits: &IpcLimits) -> Result<Block, IpcError> {
@@ -1167,7 +1223,8 @@ impl FileFooter {
                  does not lie between the file's head and its footer at {footer_start}"
             ))
         };
-        let start = u64::try_from(offset).ok().filter(|&start| start >= FILE_HEAD as u64).ok_or_else(wrong)?;
+        let start =
+            u64::try_from(offset).ok().filter(|&start| start >= FILE_HEAD as u64).ok_or_else(wrong)?;
         let meta = u64::try_from(metadata).map_err(|_| wrong())?;
         let length = u64::try_from(body).map_err(|_| wrong())?;
         let end = start.checked_add(meta).and_then(|end| end.checked_add(length)).ok_or_else(wrong)?;
@@ -1221,7 +1278,8 @@ impl RawBatch {
     /// The message's flatbuffer, declaring a body of `body_length` bytes.
     pub fn header(&self, body_length: i64) -> Vec<u8> {
         let mut fbb = flatbuffers::FlatBufferBuilder::new();
-        let nodes: Vec<FieldNode> = self.nodes.iter().map(|&(len, nulls)| FieldNode::new(len, nulls)).collect();
+        let nodes: Vec<FieldNode> =
+            self.nodes.iter().map(|&(len, nulls)| FieldNode::new(len, nulls)).collect();
         let buffers: Vec<arrow_ipc::Buffer> =
             self.buffers.iter().map(|&(offset, len)| arrow_ipc::Buffer::new(offset, len)).collect();
         let nodes = fbb.create_vector(&nodes);
@@ -1308,7 +1366,10 @@ mod tests {
         dictionaries.into_iter().chain([data]).map(|m| (m.ipc_message, m.arrow_data)).collect()
     }
 
-    fn read_all(reader: &mut IpcReader, messages: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Option<RecordBatch>, IpcError> {
+    fn read_all(
+        reader: &mut IpcReader,
+        messages: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Option<RecordBatch>, IpcError> {
         let mut last = None;
         for (header, body) in messages {
             reader.check(&header, &body)?;
@@ -1321,7 +1382,8 @@ mod tests {
 
     #[test]
     fn what_arrows_writer_makes_is_read_back_with_or_without_compression() {
-        let mut dictionary = arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
+        let mut dictionary =
+            arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
         dictionary.extend([Some("25??"), None, Some("11")]);
         let batch = RecordBatch::try_from_iter([
             ("id", Arc::new(StringArray::from(vec![Some("a"), None, Some("c")])) as ArrayRef),
@@ -1342,7 +1404,12 @@ mod tests {
     fn a_row_count_no_buffer_bounds_is_held_to_the_limit() {
         let mut reader = reader(&stones_schema(0));
         let rows = 1i64 << 40;
-        let raw = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], buffers: vec![(0, 0), (0, 0), (0, 0)], ..RawBatch::default() };
+        let raw = RawBatch {
+            rows,
+            nodes: vec![(rows, 0), (0, 0)],
+            buffers: vec![(0, 0), (0, 0), (0, 0)],
+            ..RawBatch::default()
+        };
         let err = reader.check(&raw.header(0), &[]).unwrap_err();
         assert!(err.is_over_limit());
         assert_eq!(
@@ -1353,7 +1420,8 @@ mod tests {
         let rows = 1000;
         let raw = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], ..raw };
         assert_eq!(reader.check(&raw.header(0), &[]).unwrap(), Claim { bytes: 0, rows: 1000 });
-        let Decoded::Batch(batch) = reader.read(&raw.header(0), Buffer::from(Vec::<u8>::new())).unwrap() else {
+        let Decoded::Batch(batch) = reader.read(&raw.header(0), Buffer::from(Vec::<u8>::new())).unwrap()
+        else {
             panic!("a batch")
         };
         assert_eq!(batch.num_rows(), 1000);
@@ -1364,7 +1432,8 @@ mod tests {
     fn every_buffer_is_checked_against_the_body_and_its_node() {
         let mut reader = reader(&n_schema());
         let body = vec![0u8; 64];
-        let ok = RawBatch { rows: 8, nodes: vec![(8, 0)], buffers: vec![(0, 0), (0, 64)], ..RawBatch::default() };
+        let ok =
+            RawBatch { rows: 8, nodes: vec![(8, 0)], buffers: vec![(0, 0), (0, 64)], ..RawBatch::default() };
         assert_eq!(reader.check(&ok.header(64), &body).unwrap(), Claim { bytes: 64, rows: 8 });
         let cases: Vec<(RawBatch, i64, &str)> = vec![
             (RawBatch { buffers: vec![(0, 0), (1 << 62, 64)], ..ok.clone() }, 64,
@@ -1434,7 +1503,13 @@ mod tests {
     fn dictionaries_are_bounded_in_number_and_bytes_deltas_included() {
         let field = |i: usize| {
             #[expect(deprecated, reason = "arrow-ipc 60 keys dictionaries by dict_id")]
-            let field = Field::new_dict(format!("d{i}"), DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), true, i as i64, false);
+            let field = Field::new_dict(
+                format!("d{i}"),
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+                i as i64,
+                false,
+            );
             field
         };
         let schema = Schema::new((0..MAX_DICTIONARIES + 1).map(field).collect::<Vec<_>>());
@@ -1450,7 +1525,9 @@ mod tests {
             ..RawBatch::default()
         };
         for id in 0..MAX_DICTIONARIES as i64 {
-            reader.read(&dictionary(id, false).header(body.len() as i64), Buffer::from(body.clone())).unwrap();
+            reader
+                .read(&dictionary(id, false).header(body.len() as i64), Buffer::from(body.clone()))
+                .unwrap();
         }
         assert_eq!(reader.dictionary_bytes(), MAX_DICTIONARIES * body.len());
         let err = reader.check(&dictionary(64, false).header(body.len() as i64), &body).unwrap_err();
@@ -1477,7 +1554,8 @@ mod tests {
     #[test]
     fn a_batch_before_its_schema_is_refused() {
         let reader = IpcReader::new(IpcLimits::new(LIMIT));
-        let raw = RawBatch { rows: 0, nodes: vec![(0, 0)], buffers: vec![(0, 0), (0, 0)], ..RawBatch::default() };
+        let raw =
+            RawBatch { rows: 0, nodes: vec![(0, 0)], buffers: vec![(0, 0), (0, 0)], ..RawBatch::default() };
         assert_eq!(
             reader.check(&raw.header(0), &[]).unwrap_err().to_string(),
             "a record batch or dictionary came before any schema"

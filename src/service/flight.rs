@@ -189,8 +189,9 @@ const ANSWER_ROW_BYTES: usize = 48;
 /// its problem and result, and its answer row. A batch's rows are charged this before it is
 /// decoded, so that a row count no buffer bounds (a column of a type without buffers) is
 /// bounded by the budget too.
-const ROW_BYTES: usize =
-    std::mem::size_of::<((), Problem)>() + std::mem::size_of::<Result<Outcome, ProblemError>>() + ANSWER_ROW_BYTES;
+const ROW_BYTES: usize = std::mem::size_of::<((), Problem)>()
+    + std::mem::size_of::<Result<Outcome, ProblemError>>()
+    + ANSWER_ROW_BYTES;
 
 /// An exchange's request stream as it is read: its messages, the IPC reader (schema and
 /// dictionaries), the descriptor of its first message, and the memory its dictionaries hold.
@@ -253,8 +254,13 @@ fn batches(
     memory: Option<CallMemory>,
     limits: IpcLimits,
 ) -> impl Stream<Item = Result<Exchanged, Status>> + Send + 'static {
-    let reader =
-        ExchangeReader { requests, reader: IpcReader::new(limits), descriptor: None, memory, dictionaries: None };
+    let reader = ExchangeReader {
+        requests,
+        reader: IpcReader::new(limits),
+        descriptor: None,
+        memory,
+        dictionaries: None,
+    };
     futures::stream::try_unfold(reader, |mut reader| async move {
         Ok(reader.next().await?.map(|batch| (batch, reader)))
     })

@@ -47,9 +47,7 @@ fn read_body(input: &mut impl Read, len: usize) -> io::Result<Buffer> {
 /// An error of a table's bytes: a read that ended early names where.
 fn short(err: io::Error, what: &str) -> BoxError {
     match err.kind() {
-        io::ErrorKind::UnexpectedEof => {
-            Box::new(IpcError::Framing(format!("the table ends inside {what}")))
-        }
+        io::ErrorKind::UnexpectedEof => Box::new(IpcError::Framing(format!("the table ends inside {what}"))),
         _ => Box::new(err),
     }
 }

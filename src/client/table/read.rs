@@ -129,7 +129,9 @@ impl TableSource {
                 (Box::new(reader.map(|batch| batch.map_err(BoxError::from))), Position::Rows, Some(total))
             }
             Opened::Arrow => {
-                let reader = IpcFile::open(open_file(&path)?).and_then(|file| file.project(projection)).map_err(fail)?;
+                let reader = IpcFile::open(open_file(&path)?)
+                    .and_then(|file| file.project(projection))
+                    .map_err(fail)?;
                 let total = reader.num_batches() as u64;
                 (Box::new(reader), Position::Batches(0), Some(total))
             }

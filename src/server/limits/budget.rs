@@ -352,7 +352,12 @@ fn refused(refusal: Refusal, decoded: usize, cap: usize) -> Status {
 /// Makes `share` hold what a message decoding to `decoded` bytes and costing `cost` units
 /// may ([`wanted`]): it grows (never waiting, as inflating does) or gives back the
 /// difference.
-pub(super) fn fit(share: &mut Share, cost: usize, decoded: usize, max_message_bytes: usize) -> Result<(), Status> {
+pub(super) fn fit(
+    share: &mut Share,
+    cost: usize,
+    decoded: usize,
+    max_message_bytes: usize,
+) -> Result<(), Status> {
     let cap = share.cap();
     let wanted = wanted(cost, cap, max_message_bytes).ok_or_else(|| past_cap(decoded, cap))?;
     if wanted <= share.amount() {
@@ -383,7 +388,8 @@ impl RequestMemory for CallMemoryShare {
 
     fn hold(&self, bytes: usize) -> Result<MemoryHold, Status> {
         let cap = self.budget.policy().per_client;
-        let wanted = wanted(units(bytes), cap, self.limits.max_message_bytes).ok_or_else(|| past_cap(bytes, cap))?;
+        let wanted =
+            wanted(units(bytes), cap, self.limits.max_message_bytes).ok_or_else(|| past_cap(bytes, cap))?;
         let share = self
             .budget
             .try_take(self.peer, wanted, Arc::clone(&self.holder))
