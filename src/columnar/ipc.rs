@@ -289,6 +289,9 @@ pub struct Claim {
     pub bytes: usize,
     /// A record batch's rows (0 for any other message), for what the caller sizes by them.
     pub rows: usize,
+    /// What a dictionary holds once it is read, for as long as the stream keeps it (0 for
+    /// any other message).
+    pub held: usize,
 }
 
 /// A message read.
@@ -450,7 +453,7 @@ impl IpcReader {
                     &mut self.dictionaries,
                     &version,
                 )?;
-                self.dictionary_claims.insert(dictionary.id(), claim.bytes);
+                self.dictionary_claims.insert(dictionary.id(), claim.held);
                 Ok(Decoded::Dictionary)
             }
             MessageHeader::RecordBatch => {
@@ -524,8 +527,8 @@ impl IpcReader {
                 for field in &fields {
                     walk.field(field, field.name(), Some(rows))?;
                 }
-                let bytes = walk.finish()?;
-                Ok((Claim { bytes, rows }, false))
+                let bytes = walk.finish()?.saturating_add(copied(body));
+                Ok((Claim { bytes, rows, held: 0 }, false))
             }
             MessageHeader::DictionaryBatch => {
                 let dictionary =
@@ -567,12 +570,14 @@ impl IpcReader {
                     version == MetadataVersion::V4,
                 )?;
                 walk.field(&field, field.name(), Some(rows))?;
-                let mut bytes = walk.finish()?;
-                if delta {
-                    bytes = bytes.saturating_add(base.unwrap_or(0));
-                }
+                let values = walk.finish()?;
+                // A delta is concatenated onto its dictionary: the new whole is held after,
+                // and while it is made, the old one and the delta's values are held too (and
+                // the body the values were copied from, when it was not aligned).
+                let held = values.saturating_add(base.unwrap_or(0));
+                let bytes = values.saturating_add(copied(body)).saturating_add(if delta { held } else { 0 });
                 let count = self.dictionary_claims.len() + usize::from(base.is_none());
-                let total = self.dictionary_bytes() - base.unwrap_or(0) + bytes;
+                let total = self.dictionary_bytes() - base.unwrap_or(0) + held;
                 if count > self.limits.dictionaries || total > self.limits.dictionary_bytes {
                     return Err(IpcError::Dictionaries {
                         id,
@@ -582,7 +587,7 @@ impl IpcReader {
                         max_bytes: self.limits.dictionary_bytes,
                     });
                 }
-                Ok((Claim { bytes, rows: 0 }, false))
+                Ok((Claim { bytes, rows: 0, held }, false))
             }
             other => Err(unsupported_kind(other)),
         }
@@ -608,6 +613,14 @@ fn unsupported_kind(kind: MessageHeader) -> IpcError {
         "IPC message of kind {} is not read: only schemas, dictionaries and record batches",
         kind.variant_name().unwrap_or("unknown")
     ))
+}
+
+/// The bytes [`aligned`] copies of `body`: all of them when it is not 64-byte aligned.
+fn copied(body: &[u8]) -> usize {
+    match (body.as_ptr() as usize).is_multiple_of(64) {
+        true => 0,
+        false => body.len(),
+    }
 }
 
 /// `body` as one 64-byte aligned buffer: itself when it is, else a copy (charged in the
@@ -1339,6 +1352,13 @@ mod tests {
 
     const LIMIT: usize = 1 << 20;
 
+    /// `bytes` in a 64-byte aligned buffer, as a body that is not copied.
+    fn aligned_body(bytes: &[u8]) -> Buffer {
+        let mut body = MutableBuffer::with_capacity(bytes.len());
+        body.extend_from_slice(bytes);
+        body.into()
+    }
+
     fn stones_schema(size: i32) -> Schema {
         let item = Arc::new(Field::new("item", DataType::Int8, true));
         Schema::new(vec![Field::new("stones", DataType::FixedSizeList(item, size), true)])
@@ -1396,7 +1416,7 @@ mod tests {
             let mut reader = reader(&batch.schema());
             let read = read_all(&mut reader, written(&batch, &options)).unwrap();
             assert_eq!(read.as_ref(), Some(&batch), "{compression:?}");
-            assert_eq!(reader.dictionary_bytes() > 0, true);
+            assert!(reader.dictionary_bytes() > 0);
         }
     }
 
@@ -1419,7 +1439,7 @@ mod tests {
         // Within the limit it is read, and claims its rows.
         let rows = 1000;
         let raw = RawBatch { rows, nodes: vec![(rows, 0), (0, 0)], ..raw };
-        assert_eq!(reader.check(&raw.header(0), &[]).unwrap(), Claim { bytes: 0, rows: 1000 });
+        assert_eq!(reader.check(&raw.header(0), &[]).unwrap(), Claim { bytes: 0, rows: 1000, held: 0 });
         let Decoded::Batch(batch) = reader.read(&raw.header(0), Buffer::from(Vec::<u8>::new())).unwrap()
         else {
             panic!("a batch")
@@ -1434,7 +1454,10 @@ mod tests {
         let body = vec![0u8; 64];
         let ok =
             RawBatch { rows: 8, nodes: vec![(8, 0)], buffers: vec![(0, 0), (0, 64)], ..RawBatch::default() };
-        assert_eq!(reader.check(&ok.header(64), &body).unwrap(), Claim { bytes: 64, rows: 8 });
+        assert_eq!(
+            reader.check(&ok.header(64), &aligned_body(&body)).unwrap(),
+            Claim { bytes: 64, rows: 8, held: 0 }
+        );
         let cases: Vec<(RawBatch, i64, &str)> = vec![
             (RawBatch { buffers: vec![(0, 0), (1 << 62, 64)], ..ok.clone() }, 64,
              "buffer 1 (values of field \"n\") at offset 4611686018427387904, 64 bytes, lies outside the 64-byte body"),
@@ -1485,7 +1508,10 @@ mod tests {
         assert_eq!(reader.read(&raw.header(16), Buffer::from(body.clone())).unwrap_err(), err);
         // A claim within the limit is the claim: a lie is arrow-ipc's error, after it.
         body[..8].copy_from_slice(&4096i64.to_le_bytes());
-        assert_eq!(reader.check(&raw.header(16), &body).unwrap(), Claim { bytes: 16 + 4096, rows: 1 });
+        assert_eq!(
+            reader.check(&raw.header(16), &aligned_body(&body)).unwrap(),
+            Claim { bytes: 16 + 4096, rows: 1, held: 0 }
+        );
         assert!(matches!(reader.read(&raw.header(16), Buffer::from(body.clone())), Err(IpcError::Decode(_))));
         body[..8].copy_from_slice(&(-2i64).to_le_bytes());
         assert_eq!(
@@ -1525,12 +1551,11 @@ mod tests {
             ..RawBatch::default()
         };
         for id in 0..MAX_DICTIONARIES as i64 {
-            reader
-                .read(&dictionary(id, false).header(body.len() as i64), Buffer::from(body.clone()))
-                .unwrap();
+            reader.read(&dictionary(id, false).header(body.len() as i64), aligned_body(&body)).unwrap();
         }
         assert_eq!(reader.dictionary_bytes(), MAX_DICTIONARIES * body.len());
-        let err = reader.check(&dictionary(64, false).header(body.len() as i64), &body).unwrap_err();
+        let err =
+            reader.check(&dictionary(64, false).header(body.len() as i64), &aligned_body(&body)).unwrap_err();
         assert!(err.is_over_limit());
         assert_eq!(
             err.to_string(),
@@ -1539,7 +1564,7 @@ mod tests {
         // Deltas grow their dictionary until the bytes run out.
         let mut deltas = 0;
         let err = loop {
-            match reader.read(&dictionary(0, true).header(body.len() as i64), Buffer::from(body.clone())) {
+            match reader.read(&dictionary(0, true).header(body.len() as i64), aligned_body(&body)) {
                 Ok(_) => deltas += 1,
                 Err(err) => break err,
             }
@@ -1547,7 +1572,9 @@ mod tests {
         assert!(matches!(err, IpcError::Dictionaries { .. }), "{err}");
         assert!(reader.dictionary_bytes() <= LIMIT, "{}", reader.dictionary_bytes());
         assert_eq!(deltas, LIMIT / body.len() - MAX_DICTIONARIES);
-        let unknown = reader.check(&dictionary(1000, false).header(body.len() as i64), &body).unwrap_err();
+        let unknown = reader
+            .check(&dictionary(1000, false).header(body.len() as i64), &aligned_body(&body))
+            .unwrap_err();
         assert_eq!(unknown.to_string(), "dictionary 1000: no field of the schema has it");
     }
 
