@@ -634,14 +634,41 @@ fn aligned(body: Buffer) -> Buffer {
     copy.into()
 }
 
-/// Adds the nodes and buffers a batch holds for `data_type` to `shape`, as arrow-ipc
-/// reads them.
-fn shape_of(data_type: &DataType, shape: &mut Shape) {
-    shape.nodes += 1;
-    let (buffers, children): (usize, Vec<&DataType>) = match data_type {
-        DataType::Null => (0, vec![]),
-        DataType::Boolean
-        | DataType::Int8
+/// How arrow-ipc lays out a node of a type: its buffers and its children. The one match
+/// over the types: [`shape_of`] counts from it and [`Walk`] checks by it.
+enum Layout<'a> {
+    /// No buffer of its own: null.
+    Empty,
+    /// Validity and a bit a value: boolean.
+    Bits,
+    /// Validity and fixed-width values (a primitive type) or keys (a dictionary's), the
+    /// type's width.
+    Fixed(&'static str, &'a DataType),
+    /// Validity and values of a width from the schema.
+    FixedSizeBinary(i32),
+    /// Validity, offsets of this width, values.
+    Bytes(usize),
+    /// Validity, views, then as many data buffers as the message's variadic count says.
+    Views,
+    /// Validity, offsets of this width, then the child.
+    List(&'a Field, usize),
+    /// Validity, offsets and sizes of this width, then the child.
+    ListView(&'a Field, usize),
+    /// Validity, then the child, of the size from the schema a value.
+    FixedSizeList(&'a Field, i32),
+    /// Validity, then each child.
+    Struct(&'a arrow_schema::Fields),
+    /// (A validity in V4,) type ids, offsets when dense, then each child.
+    Union(&'a arrow_schema::UnionFields, UnionMode),
+    /// No buffer: its run ends and values children.
+    RunEnd(&'a Field, &'a Field),
+}
+
+fn layout(data_type: &DataType) -> Layout<'_> {
+    match data_type {
+        DataType::Null => Layout::Empty,
+        DataType::Boolean => Layout::Bits,
+        DataType::Int8
         | DataType::Int16
         | DataType::Int32
         | DataType::Int64
@@ -662,33 +689,52 @@ fn shape_of(data_type: &DataType, shape: &mut Shape) {
         | DataType::Decimal32(_, _)
         | DataType::Decimal64(_, _)
         | DataType::Decimal128(_, _)
-        | DataType::Decimal256(_, _)
-        | DataType::FixedSizeBinary(_)
-        | DataType::Dictionary(_, _) => (2, vec![]),
-        DataType::Binary | DataType::LargeBinary | DataType::Utf8 | DataType::LargeUtf8 => (3, vec![]),
-        DataType::BinaryView | DataType::Utf8View => {
+        | DataType::Decimal256(_, _) => Layout::Fixed("values", data_type),
+        DataType::Dictionary(key, _) => Layout::Fixed("keys", key),
+        DataType::FixedSizeBinary(width) => Layout::FixedSizeBinary(*width),
+        DataType::Binary | DataType::Utf8 => Layout::Bytes(4),
+        DataType::LargeBinary | DataType::LargeUtf8 => Layout::Bytes(8),
+        DataType::BinaryView | DataType::Utf8View => Layout::Views,
+        DataType::List(child) | DataType::Map(child, _) => Layout::List(child, 4),
+        DataType::LargeList(child) => Layout::List(child, 8),
+        DataType::ListView(child) => Layout::ListView(child, 4),
+        DataType::LargeListView(child) => Layout::ListView(child, 8),
+        DataType::FixedSizeList(child, size) => Layout::FixedSizeList(child, *size),
+        DataType::Struct(fields) => Layout::Struct(fields),
+        DataType::Union(fields, mode) => Layout::Union(fields, *mode),
+        DataType::RunEndEncoded(run_ends, values) => Layout::RunEnd(run_ends, values),
+    }
+}
+
+/// Adds the nodes and buffers a batch holds for `data_type` to `shape`, as arrow-ipc
+/// reads them.
+fn shape_of(data_type: &DataType, shape: &mut Shape) {
+    shape.nodes += 1;
+    let (buffers, children): (usize, Vec<&Field>) = match layout(data_type) {
+        Layout::Empty => (0, vec![]),
+        Layout::Bits | Layout::Fixed(_, _) | Layout::FixedSizeBinary(_) => (2, vec![]),
+        Layout::Bytes(_) => (3, vec![]),
+        Layout::Views => {
             shape.views += 1;
             (2, vec![])
         }
-        DataType::List(child) | DataType::LargeList(child) | DataType::Map(child, _) => {
-            (2, vec![child.data_type()])
-        }
-        DataType::ListView(child) | DataType::LargeListView(child) => (3, vec![child.data_type()]),
-        DataType::FixedSizeList(child, _) => (1, vec![child.data_type()]),
-        DataType::Struct(fields) => (1, fields.iter().map(|f| f.data_type()).collect()),
-        DataType::Union(fields, mode) => {
+        Layout::List(child, _) => (2, vec![child]),
+        Layout::ListView(child, _) => (3, vec![child]),
+        Layout::FixedSizeList(child, _) => (1, vec![child]),
+        Layout::Struct(fields) => (1, fields.iter().map(AsRef::as_ref).collect()),
+        Layout::Union(fields, mode) => {
             shape.unions += 1;
             let buffers = match mode {
                 UnionMode::Dense => 2,
                 UnionMode::Sparse => 1,
             };
-            (buffers, fields.iter().map(|(_, f)| f.data_type()).collect())
+            (buffers, fields.iter().map(|(_, f)| f.as_ref()).collect())
         }
-        DataType::RunEndEncoded(run_ends, values) => (0, vec![run_ends.data_type(), values.data_type()]),
+        Layout::RunEnd(run_ends, values) => (0, vec![run_ends, values]),
     };
     shape.buffers += buffers;
     for child in children {
-        shape_of(child, shape);
+        shape_of(child.data_type(), shape);
     }
 }
 
@@ -705,18 +751,20 @@ fn dictionary_ids(field: &Field, ids: &mut HashSet<i64>) {
 
 /// The fields inside `data_type`, a dictionary's values' included.
 fn child_fields(data_type: &DataType) -> Vec<&Field> {
-    match data_type {
-        DataType::List(child)
-        | DataType::LargeList(child)
-        | DataType::Map(child, _)
-        | DataType::ListView(child)
-        | DataType::LargeListView(child)
-        | DataType::FixedSizeList(child, _) => vec![child.as_ref()],
-        DataType::Struct(fields) => fields.iter().map(AsRef::as_ref).collect(),
-        DataType::Union(fields, _) => fields.iter().map(|(_, f)| f.as_ref()).collect(),
-        DataType::RunEndEncoded(run_ends, values) => vec![run_ends.as_ref(), values.as_ref()],
-        DataType::Dictionary(_, values) => child_fields(values),
-        _ => vec![],
+    if let DataType::Dictionary(_, values) = data_type {
+        return child_fields(values);
+    }
+    match layout(data_type) {
+        Layout::List(child, _) | Layout::ListView(child, _) | Layout::FixedSizeList(child, _) => vec![child],
+        Layout::Struct(fields) => fields.iter().map(AsRef::as_ref).collect(),
+        Layout::Union(fields, _) => fields.iter().map(|(_, f)| f.as_ref()).collect(),
+        Layout::RunEnd(run_ends, values) => vec![run_ends, values],
+        Layout::Empty
+        | Layout::Bits
+        | Layout::Fixed(_, _)
+        | Layout::FixedSizeBinary(_)
+        | Layout::Bytes(_)
+        | Layout::Views => vec![],
     }
 }
 
@@ -853,59 +901,28 @@ impl<'a> Walk<'a> {
         let (len, nulls) = self.node(path, expected)?;
         let n = len as u128;
         let offsets = |width: u128| if len == 0 { 0 } else { (n + 1) * width };
-        match data_type {
-            DataType::Null => {}
-            DataType::Boolean => {
+        match layout(data_type) {
+            Layout::Empty => {}
+            Layout::Bits => {
                 self.validity(path, len, nulls)?;
                 self.buffer(path, "values", len, n.div_ceil(8), 1)?;
             }
-            DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float16
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Timestamp(_, _)
-            | DataType::Date32
-            | DataType::Date64
-            | DataType::Time32(_)
-            | DataType::Time64(_)
-            | DataType::Duration(_)
-            | DataType::Interval(_)
-            | DataType::Decimal32(_, _)
-            | DataType::Decimal64(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Decimal256(_, _) => {
-                let width = self.width(path, data_type)?;
+            Layout::Fixed(role, of) => {
+                let width = self.width(path, of)?;
                 self.validity(path, len, nulls)?;
-                self.buffer(path, "values", len, n * width as u128, width.min(16))?;
+                self.buffer(path, role, len, n * width as u128, width.min(16))?;
             }
-            DataType::FixedSizeBinary(width) => {
-                let width = self.size(path, "byte width", *width)?;
+            Layout::FixedSizeBinary(width) => {
+                let width = self.size(path, "byte width", width)?;
                 self.validity(path, len, nulls)?;
                 self.buffer(path, "values", len, n * width, 1)?;
             }
-            DataType::Dictionary(key, _) => {
-                let width = self.width(path, key)?;
+            Layout::Bytes(width) => {
                 self.validity(path, len, nulls)?;
-                self.buffer(path, "keys", len, n * width as u128, width)?;
-            }
-            DataType::Binary | DataType::Utf8 => {
-                self.validity(path, len, nulls)?;
-                self.buffer(path, "offsets", len, offsets(4), 4)?;
+                self.buffer(path, "offsets", len, offsets(width as u128), width)?;
                 self.buffer(path, "values", len, 0, 1)?;
             }
-            DataType::LargeBinary | DataType::LargeUtf8 => {
-                self.validity(path, len, nulls)?;
-                self.buffer(path, "offsets", len, offsets(8), 8)?;
-                self.buffer(path, "values", len, 0, 1)?;
-            }
-            DataType::BinaryView | DataType::Utf8View => {
+            Layout::Views => {
                 let data = self.variadic_count(path)?;
                 self.validity(path, len, nulls)?;
                 self.buffer(path, "views", len, n * 16, 16)?;
@@ -913,35 +930,29 @@ impl<'a> Walk<'a> {
                     self.buffer(path, "view data", len, 0, 1)?;
                 }
             }
-            DataType::List(child) | DataType::Map(child, _) => {
+            Layout::List(child, width) => {
                 self.validity(path, len, nulls)?;
-                self.buffer(path, "offsets", len, offsets(4), 4)?;
+                self.buffer(path, "offsets", len, offsets(width as u128), width)?;
                 self.child(child, path, Length::Any)?;
             }
-            DataType::LargeList(child) => {
-                self.validity(path, len, nulls)?;
-                self.buffer(path, "offsets", len, offsets(8), 8)?;
-                self.child(child, path, Length::Any)?;
-            }
-            DataType::ListView(child) | DataType::LargeListView(child) => {
-                let width = if matches!(data_type, DataType::ListView(_)) { 4 } else { 8 };
+            Layout::ListView(child, width) => {
                 self.validity(path, len, nulls)?;
                 self.buffer(path, "offsets", len, n * width as u128, width)?;
                 self.buffer(path, "sizes", len, n * width as u128, width)?;
                 self.child(child, path, Length::Any)?;
             }
-            DataType::FixedSizeList(child, size) => {
-                let size = self.size(path, "list size", *size)?;
+            Layout::FixedSizeList(child, size) => {
+                let size = self.size(path, "list size", size)?;
                 self.validity(path, len, nulls)?;
                 self.child(child, path, Length::AtLeast(n * size))?;
             }
-            DataType::Struct(fields) => {
+            Layout::Struct(fields) => {
                 self.validity(path, len, nulls)?;
                 for child in fields {
                     self.child(child, path, Length::Exactly(len))?;
                 }
             }
-            DataType::Union(fields, mode) => {
+            Layout::Union(fields, mode) => {
                 if self.v4 {
                     self.buffer(path, "validity", len, 0, 1)?;
                 }
@@ -957,7 +968,7 @@ impl<'a> Walk<'a> {
                     self.child(child, path, children)?;
                 }
             }
-            DataType::RunEndEncoded(run_ends, values) => {
+            Layout::RunEnd(run_ends, values) => {
                 self.child(run_ends, path, Length::Any)?;
                 self.child(values, path, Length::Any)?;
             }
