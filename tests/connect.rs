@@ -328,7 +328,7 @@ async fn a_bad_json_body_is_invalid_argument_and_counted_under_its_method() {
         assert_eq!(body["code"], "invalid_argument");
         assert_eq!(
             body["message"],
-            "invalid JSON request: problem.stoneGameIv.n: -5 is not a uint64 at line 1 column 33"
+            "invalid JSON request: problem.stoneGameIv.n: -5 is not a uint64 at line 1 column 34"
         );
         let (info, bad_request) = connect_details(&body);
         let info = info.unwrap();
@@ -346,6 +346,55 @@ async fn a_bad_json_body_is_invalid_argument_and_counted_under_its_method() {
     }
     assert_eq!(settled(metrics, &calls("Solve", "INVALID_ARGUMENT"), 4.0).await, Some(4.0));
     assert_eq!(settled(metrics, &calls("SolveBatch", "INVALID_ARGUMENT"), 2.0).await, Some(2.0));
+}
+
+#[tokio::test]
+async fn a_json_number_is_taken_only_when_its_digits_are_exactly_an_integer() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let door = Door::new(&server, Version::HTTP_11);
+    for (n, expected) in [("7.0", 7), ("100.000", 100), ("1e3", 1000), ("\"1e1\"", 10)] {
+        let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{n}}}}}}}"#)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{n}");
+        let solved =
+            door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{expected}}}}}}}"#)).await;
+        assert_eq!(answer.json(), solved.json(), "{n} is {expected}");
+    }
+    for (n, message) in [
+        (
+            "99.99999999999999999",
+            "problem.stoneGameIv.n: 99.99999999999999999 is not a uint64: not a whole number at line 1 column 52",
+        ),
+        ("1e-400", "problem.stoneGameIv.n: 1e-400 is not a uint64: not a whole number at line 1 column 38"),
+        ("1.5", "problem.stoneGameIv.n: 1.5 is not a uint64: not a whole number at line 1 column 35"),
+        ("1e20", "problem.stoneGameIv.n: 1e20 is not a uint64 at line 1 column 36"),
+    ] {
+        let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{n}}}}}}}"#)).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{n}");
+        assert_eq!(answer.json()["code"], "invalid_argument");
+        assert_eq!(answer.json()["message"], format!("invalid JSON request: {message}"));
+    }
+    let answer = door.post_json(SOLVE_BATCH, r#"{"problems":[{"nimSquare":{"piles":[1,2.5]}}]}"#).await;
+    assert_eq!(
+        answer.json()["message"],
+        "invalid JSON request: problems[0].nimSquare.piles[1]: 2.5 is not a uint64: not a whole number \
+         at line 1 column 42"
+    );
+}
+
+#[tokio::test]
+async fn a_long_value_in_a_json_error_is_cut() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let door = Door::new(&server, Version::HTTP_2);
+    let field = "x".repeat(100_000);
+    let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"{field}":1}}}}}}"#)).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    // The path names the field too: the reason is cut at 1,000 characters, the path's
+    // field and all.
+    let message = format!(
+        "invalid JSON request: problem.stoneGameIv.{}…",
+        "x".repeat(1000 - "problem.stoneGameIv.".len())
+    );
+    assert_eq!(answer.json()["message"], message);
 }
 
 async fn start_with_metrics(config: ServerConfig) -> (TestServer, SocketAddr) {

@@ -53,6 +53,7 @@ use tonic::{Code, Status};
 use tower::{Layer, Service};
 
 use crate::convert;
+use crate::echo;
 use crate::pb;
 use crate::pb::game_solver_service_server::SERVICE_NAME;
 
@@ -139,7 +140,9 @@ fn json_to_proto<T: Message + DeserializeOwned>(json: &[u8]) -> Result<Vec<u8>, 
     match serde_json::from_slice::<T>(json) {
         Ok(message) => Ok(message.encode_to_vec()),
         Err(err) => {
-            Err(convert::invalid_json(format!("invalid JSON request: {}", json_reason::<T>(json, err))))
+            let reason = json_reason::<T>(json, err);
+            // serde quotes an unknown field or a string it did not expect whole.
+            Err(convert::invalid_json(format!("invalid JSON request: {}", echo::message(&reason))))
         }
     }
 }
