@@ -381,6 +381,31 @@ async fn a_json_number_is_taken_only_when_its_digits_are_exactly_an_integer() {
     );
 }
 
+/// Protobuf that does not decode is the caller's error: 400, `invalid_argument`, naming
+/// what could not be decoded; counted as `INVALID_ARGUMENT`, never `INTERNAL` (a page).
+#[tokio::test]
+async fn a_protobuf_body_that_does_not_decode_is_invalid_argument() {
+    let (server, metrics) = start_with_metrics(with_metrics()).await;
+    // A problem whose id is not UTF-8.
+    let body = Bytes::from_static(&[0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe]);
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let door = Door::new(&server, version);
+        let answer =
+            door.send(Method::POST, SOLVE_BATCH, &[("content-type", "application/proto")], body.clone()).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{answer:?}");
+        // Connect's error body is JSON whatever the request's encoding.
+        let status = answer.json();
+        assert_eq!(status["code"], "invalid_argument");
+        assert_eq!(
+            status["message"],
+            "the request message does not decode: Problem.id: SolveBatchRequest.problems: invalid string value: \
+             data is not UTF-8 encoded"
+        );
+    }
+    assert_eq!(settled(metrics, &calls("SolveBatch", "INVALID_ARGUMENT"), 2.0).await, Some(2.0));
+    assert_eq!(settled(metrics, &calls("SolveBatch", "INTERNAL"), 0.0).await, None);
+}
+
 #[tokio::test]
 async fn a_long_value_in_a_json_error_is_cut() {
     let server = TestServer::start(ServerConfig::default()).await;

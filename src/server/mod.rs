@@ -46,6 +46,7 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
+mod panics;
 mod process_metrics;
 mod tables;
 pub mod tls;
@@ -53,6 +54,7 @@ mod traces;
 
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
+pub use panics::log_panics;
 pub use tables::TableError;
 pub use tls::{ReloadableTls, TlsSettings};
 pub use traces::{Traces, TracesError};
