@@ -390,8 +390,9 @@ async fn a_protobuf_body_that_does_not_decode_is_invalid_argument() {
     let body = Bytes::from_static(&[0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe]);
     for version in [Version::HTTP_11, Version::HTTP_2] {
         let door = Door::new(&server, version);
-        let answer =
-            door.send(Method::POST, SOLVE_BATCH, &[("content-type", "application/proto")], body.clone()).await;
+        let answer = door
+            .send(Method::POST, SOLVE_BATCH, &[("content-type", "application/proto")], body.clone())
+            .await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{answer:?}");
         // Connect's error body is JSON whatever the request's encoding.
         let status = answer.json();
@@ -404,6 +405,42 @@ async fn a_protobuf_body_that_does_not_decode_is_invalid_argument() {
     }
     assert_eq!(settled(metrics, &calls("SolveBatch", "INVALID_ARGUMENT"), 2.0).await, Some(2.0));
     assert_eq!(settled(metrics, &calls("SolveBatch", "INTERNAL"), 0.0).await, None);
+}
+
+/// A JSON body is charged what it decodes to, read from its text, before it is decoded:
+/// 4 MiB of `{}` (1.4 million problems, 150 MB of structs) is refused undecoded, naming
+/// that size, where the same budget answers a batch of ordinary size; a bystander on
+/// another address is served.
+#[tokio::test]
+async fn a_json_body_is_charged_what_it_decodes_to_before_it_is_decoded() {
+    let config = common::limits(|limits| {
+        limits.max_request_bytes_in_flight = 16 << 20;
+        limits.max_message_bytes = 4 << 20;
+    });
+    let server = TestServer::start(config).await;
+    let door = Door { addr: server.addr, version: Version::HTTP_2, tls: None };
+    let count = ((4 << 20) - 20) / 3;
+    let empties = vec!["{}"; count].join(",");
+    let answer = door.post_json(SOLVE_BATCH, &format!(r#"{{"problems":[{empties}]}}"#)).await;
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{answer:?}");
+    // The key's bytes, the list's first room, and each problem's struct, twice.
+    let decoded = "problems".len() + 128 + count * 2 * std::mem::size_of::<pb::Problem>();
+    assert_eq!(answer.json()["code"], "resource_exhausted");
+    assert_eq!(
+        answer.json()["message"],
+        format!(
+            "request message decodes to {decoded} bytes, past the 16777216 bytes of request memory one client \
+             may hold"
+        )
+    );
+    let problems = vec![r#"{"stoneGameIv":{"n":7}}"#; 10_000].join(",");
+    let answer = door.post_json(SOLVE_BATCH, &format!(r#"{{"problems":[{problems}]}}"#)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json()["solutions"].as_array().map(Vec::len), Some(10_000));
+    let bystander = common::channel_from(server.addr, [127, 0, 0, 2]).await;
+    let mut client = pb::game_solver_service_client::GameSolverServiceClient::new(bystander);
+    let solved = common::solve(&mut client, sum("bystander", "25??")).await.unwrap();
+    assert_eq!(solved.id, "bystander");
 }
 
 #[tokio::test]

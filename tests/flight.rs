@@ -1053,7 +1053,8 @@ async fn a_descriptor_that_does_not_decode_or_is_no_path_is_the_callers_error() 
         let mut grpc = grpc.clone();
         async move {
             grpc.ready().await.unwrap();
-            let path = http::uri::PathAndQuery::from_static("/arrow.flight.protocol.FlightService/GetFlightInfo");
+            let path =
+                http::uri::PathAndQuery::from_static("/arrow.flight.protocol.FlightService/GetFlightInfo");
             let codec = tonic_prost::ProstCodec::<RawDescriptor, arrow_flight::FlightInfo>::default();
             grpc.unary(tonic::Request::new(descriptor), path, codec).await.unwrap_err()
         }

@@ -19,6 +19,7 @@ use tonic::Status;
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
 use crate::server::connection::admission::{FairShare, Holder, Refusal, Share};
+use crate::service::connect::JsonBody;
 use crate::service::stream_idle_status;
 
 /// Where a request body is between gRPC messages.
@@ -37,6 +38,11 @@ enum Phase {
     AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
     Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
+    /// Waiting for a slot (the inflations' slots) to decode a whole Connect JSON message,
+    /// holding it.
+    AwaitingTranscode { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
+    /// Decoding a Connect JSON message into protobuf on the blocking pool.
+    Transcoding(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
 }
 
 /// What a call's request messages are: how they are compressed, and what they carry.
@@ -46,6 +52,8 @@ pub(super) struct Messages {
     pub(super) inflate: Option<Inflate>,
     /// What they carry, for charging them decoded.
     pub(super) requests: Requests,
+    /// A Connect JSON call's: each message is decoded into protobuf here.
+    pub(super) json: Option<JsonBody>,
 }
 
 /// A request body whose messages are admitted against the server-wide budget and whose
@@ -55,6 +63,7 @@ pub(super) struct Budgeted {
     inflate: Option<Inflate>,
     /// What the messages are, for charging them decoded.
     requests: Requests,
+    json: Option<JsonBody>,
     buf: BytesMut,
     phase: Phase,
     messages: u64,
@@ -84,6 +93,7 @@ impl Budgeted {
             inner,
             inflate: messages.inflate,
             requests: messages.requests,
+            json: messages.json,
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
@@ -173,6 +183,10 @@ impl Budgeted {
                         self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
                         continue;
                     }
+                    if self.json.is_some() {
+                        self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
+                        continue;
+                    }
                     self.phase = Phase::Header;
                     self.messages += 1;
                     return Poll::Ready(Some(self.charge_decoded(&message).map(|()| message)));
@@ -199,8 +213,6 @@ impl Budgeted {
                     let Poll::Ready(done) = Pin::new(job).poll(cx) else {
                         return Poll::Pending;
                     };
-                    self.phase = Phase::Header;
-                    self.messages += 1;
                     let inflated = match done {
                         Ok((inflated, held)) => {
                             *self.held.lock() = Some(held);
@@ -208,7 +220,55 @@ impl Budgeted {
                         }
                         Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
                     };
-                    let charged = inflated.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    let frame = match inflated {
+                        // A JSON message, inflated, is decoded next.
+                        Ok(frame) if self.json.is_some() => {
+                            let message = Bytes::from(frame);
+                            self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
+                            continue;
+                        }
+                        inflated => inflated,
+                    };
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    return Poll::Ready(Some(charged.map(Bytes::from)));
+                }
+                Phase::AwaitingTranscode { message, slot } => {
+                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let message = std::mem::take(message);
+                    let (Some(json), Some(mut held)) = (self.json, self.held.lock().take()) else {
+                        return Poll::Ready(Some(Err(Status::internal("decoding JSON without its budget"))));
+                    };
+                    let max = self.limits.max_message_bytes;
+                    // Decoding 60 MiB of JSON takes a second: off the async workers, one
+                    // a core at most, so that other clients' calls are answered meanwhile.
+                    let job = tokio::task::spawn_blocking(move || {
+                        let _slot = slot;
+                        let json_units = units(message.len());
+                        let transcoded = json.transcode(&message[GRPC_HEADER..], max, &mut |decoded| {
+                            charge(&mut held, json_units + units(decoded), decoded, max)
+                        });
+                        (transcoded, held)
+                    });
+                    self.phase = Phase::Transcoding(job);
+                }
+                Phase::Transcoding(job) => {
+                    let Poll::Ready(done) = Pin::new(job).poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    let transcoded = match done {
+                        Ok((transcoded, held)) => {
+                            *self.held.lock() = Some(held);
+                            transcoded
+                        }
+                        Err(err) => Err(Status::internal(format!("decoding the JSON request failed: {err}"))),
+                    };
+                    let charged = transcoded.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
                     return Poll::Ready(Some(charged.map(Bytes::from)));
                 }
             }
@@ -216,11 +276,7 @@ impl Budgeted {
     }
 
     /// Charges a whole solver request `frame` (header included) its bytes and what it
-    /// decodes to, in place of the copies charged while it arrived: the share grows
-    /// (never waiting, as inflating does) or gives back the difference. One costing more
-    /// than a client may hold runs alone within that, as long as it costs no more than
-    /// the largest message could as its bytes and a copy (what it was charged before its
-    /// decoded size was known); beyond that it is refused, undecoded.
+    /// decodes to, in place of the copies charged while it arrived ([`charge`]).
     fn charge_decoded(&self, frame: &[u8]) -> Result<(), Status> {
         let one_problem = match self.requests {
             Requests::OneProblem => true,
@@ -231,29 +287,7 @@ impl Budgeted {
         let cost = units(frame.len()) + units(decoded);
         let mut held = self.held.lock();
         let Some(share) = held.as_mut() else { return Ok(()) };
-        let cap = share.cap();
-        let copies = units(self.limits.max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
-        let past_cap = || {
-            Status::resource_exhausted(format!(
-                "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
-                cap * BUDGET_UNIT
-            ))
-        };
-        let wanted = match cost {
-            _ if cost <= cap => cost,
-            _ if cost <= copies => cap,
-            _ => return Err(past_cap()),
-        };
-        if wanted <= share.amount() {
-            share.shrink_to(wanted);
-            return Ok(());
-        }
-        share.try_grow(wanted - share.amount()).map_err(|refusal| match refusal {
-            Refusal::PeerCap => past_cap(),
-            Refusal::Full { .. } => Status::resource_exhausted(
-                "server overloaded: its memory for request messages is in use; retry later",
-            ),
-        })
+        charge(share, cost, decoded, self.limits.max_message_bytes)
     }
 
     /// The head of `data` that a message being passed on takes, split off without a copy
@@ -288,6 +322,37 @@ impl Budgeted {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Makes `share` hold `cost` units for a message that decodes to `decoded` bytes: the
+/// share grows (never waiting, as inflating does) or gives back the difference. One
+/// costing more than a client may hold runs alone within that, as long as it costs no
+/// more than the largest message could as its bytes and a copy (what it was charged
+/// before its decoded size was known); beyond that it is refused, undecoded.
+fn charge(share: &mut Share, cost: usize, decoded: usize, max_message_bytes: usize) -> Result<(), Status> {
+    let cap = share.cap();
+    let copies = units(max_message_bytes + GRPC_HEADER) * MESSAGE_COPIES;
+    let past_cap = || {
+        Status::resource_exhausted(format!(
+            "request message decodes to {decoded} bytes, past the {} bytes of request memory one client may hold",
+            cap * BUDGET_UNIT
+        ))
+    };
+    let wanted = match cost {
+        _ if cost <= cap => cost,
+        _ if cost <= copies => cap,
+        _ => return Err(past_cap()),
+    };
+    if wanted <= share.amount() {
+        share.shrink_to(wanted);
+        return Ok(());
+    }
+    share.try_grow(wanted - share.amount()).map_err(|refusal| match refusal {
+        Refusal::PeerCap => past_cap(),
+        Refusal::Full { .. } => Status::resource_exhausted(
+            "server overloaded: its memory for request messages is in use; retry later",
+        ),
+    })
 }
 
 impl http_body::Body for Budgeted {
