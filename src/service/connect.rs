@@ -929,20 +929,21 @@ impl JsonBody {
     }
 
     /// The JSON message `json` as the uncompressed gRPC frame of its protobuf, for the
-    /// service. Before a byte of it is decoded, `charge` is asked for what the decoded
-    /// message may hold ([`decoded_json_bytes`]), then for that and the protobuf's bytes
-    /// once their length is known; it refuses (and so ends the call) past what the
-    /// client may hold. A protobuf message above `max` bytes is refused as tonic refuses
-    /// one from a gRPC client. This is CPU work for a large body (60 MiB of JSON takes a
+    /// service. `charge(held, decoded)` is asked for the bytes held at each step before
+    /// they are taken, with `decoded` what the message may hold decoded
+    /// ([`decoded_json_bytes`]): the JSON and that, before a byte of it is decoded; then,
+    /// the JSON dropped, that and the protobuf frame, before it is written. A refusal ends
+    /// it there. A protobuf message above `max` bytes is refused as tonic refuses one
+    /// from a gRPC client. This is CPU work for a large body (60 MiB of JSON takes a
     /// second on one core): call it off the async workers.
     pub(crate) fn transcode(
         self,
-        json: &[u8],
+        json: Bytes,
         max: usize,
-        charge: &mut dyn FnMut(usize) -> Result<(), Status>,
+        charge: &mut dyn FnMut(usize, usize) -> Result<(), Status>,
     ) -> Result<Vec<u8>, Status> {
-        let decoded = decoded_json_bytes(json);
-        charge(decoded)?;
+        let decoded = decoded_json_bytes(&json);
+        charge(json.len() + decoded, decoded)?;
         match self.0 {
             Procedure::Solve => json_to_frame::<pb::SolveRequest>(json, decoded, max, charge),
             Procedure::SolveBatch => json_to_frame::<pb::SolveBatchRequest>(json, decoded, max, charge),
@@ -950,15 +951,17 @@ impl JsonBody {
     }
 }
 
-/// Decodes a JSON request and encodes it as one uncompressed gRPC frame, charging its
-/// protobuf bytes (on top of the `decoded` already charged) before it is written.
+/// Decodes a JSON request, drops the JSON, and encodes the message as one uncompressed
+/// gRPC frame, charging the frame (beside the `decoded` message) before it is written.
 fn json_to_frame<T: Message + DeserializeOwned>(
-    json: &[u8],
+    json: Bytes,
     decoded: usize,
     max: usize,
-    charge: &mut dyn FnMut(usize) -> Result<(), Status>,
+    charge: &mut dyn FnMut(usize, usize) -> Result<(), Status>,
 ) -> Result<Vec<u8>, Status> {
-    let message = json_message::<T>(json)?;
+    let message = json_message::<T>(&json)?;
+    // The message owns its strings: the JSON is no longer needed.
+    drop(json);
     let len = message.encoded_len();
     if len > max {
         // What tonic says of a protobuf message above the limit, as the limits rewrite it.
@@ -966,7 +969,7 @@ fn json_to_frame<T: Message + DeserializeOwned>(
             "Error, decoded message length too large: found {len} bytes, the limit is: {max} bytes"
         )));
     }
-    charge(decoded + GRPC_HEADER + len)?;
+    charge(decoded + GRPC_HEADER + len, decoded)?;
     let mut framed = Vec::with_capacity(GRPC_HEADER + len);
     framed.push(0);
     // Within `max`, which is below 4 GiB (a gRPC header's length is 32 bits).
@@ -1131,8 +1134,8 @@ mod tests {
     /// `json` transcoded as a `procedure`'s request under `max`, and what was charged.
     fn transcode(procedure: Procedure, json: &[u8], max: usize) -> (Result<Vec<u8>, Status>, Vec<usize>) {
         let mut charged = Vec::new();
-        let result = JsonBody(procedure).transcode(json, max, &mut |bytes| {
-            charged.push(bytes);
+        let result = JsonBody(procedure).transcode(Bytes::copy_from_slice(json), max, &mut |held, _| {
+            charged.push(held);
             Ok(())
         });
         (result, charged)
@@ -1164,17 +1167,17 @@ mod tests {
             request.problem.unwrap().game,
             Some(pb::problem::Game::SumGame(pb::SumGame { num: "25??".into() }))
         );
-        // Its strings' bytes (the keys' too), then those and the frame.
+        // The JSON and its strings' bytes (the keys' too), then those and the frame.
         let strings = "problem".len() + "sumGame".len() + "num".len() + "25??".len();
-        assert_eq!(charged, [strings, strings + frame.len()]);
+        assert_eq!(charged, [json.len() + strings, strings + frame.len()]);
 
         // A refusal from the budget ends it before anything is decoded.
         let mut asked = 0;
-        let refused =
-            JsonBody(Procedure::SolveBatch).transcode(br#"{"problems":[{}]}"#, 1 << 20, &mut |_| {
-                asked += 1;
-                Err(Status::resource_exhausted("no room"))
-            });
+        let json = Bytes::from_static(br#"{"problems":[{}]}"#);
+        let refused = JsonBody(Procedure::SolveBatch).transcode(json, 1 << 20, &mut |_, _| {
+            asked += 1;
+            Err(Status::resource_exhausted("no room"))
+        });
         assert_eq!((refused.unwrap_err().message(), asked), ("no room", 1));
 
         // A protobuf above the message limit is refused as tonic refuses one.

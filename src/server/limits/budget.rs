@@ -238,7 +238,8 @@ impl Budgeted {
                     let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
                         return Poll::Pending;
                     };
-                    let message = std::mem::take(message);
+                    // Only the JSON's slice is kept: the job drops it once decoded.
+                    let message = std::mem::take(message).slice(GRPC_HEADER..);
                     let (Some(json), Some(mut held)) = (self.json, self.held.lock().take()) else {
                         return Poll::Ready(Some(Err(Status::internal("decoding JSON without its budget"))));
                     };
@@ -247,9 +248,8 @@ impl Budgeted {
                     // a core at most, so that other clients' calls are answered meanwhile.
                     let job = tokio::task::spawn_blocking(move || {
                         let _slot = slot;
-                        let json_units = units(message.len());
-                        let transcoded = json.transcode(&message[GRPC_HEADER..], max, &mut |decoded| {
-                            charge(&mut held, json_units + units(decoded), decoded, max)
+                        let transcoded = json.transcode(message, max, &mut |bytes, decoded| {
+                            charge(&mut held, units(bytes), decoded, max)
                         });
                         (transcoded, held)
                     });
