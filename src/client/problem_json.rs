@@ -12,6 +12,9 @@ use crate::convert::{self, ProblemError};
 use crate::echo;
 use crate::pb;
 
+/// The error reason of a line (or CSV record) longer than the client's message limit.
+pub const LINE_TOO_LONG: &str = "LINE_TOO_LONG";
+
 /// Why one input line is not a problem; it becomes that line's `error`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
@@ -33,6 +36,16 @@ pub enum LineError {
         /// The limit (`--max-message-bytes`).
         limit: usize,
     },
+    /// A CSV record longer than the largest message the client sends.
+    #[error("row {row}: {len} bytes is more than the limit of {limit} bytes")]
+    RowTooLong {
+        /// The row's index among the data rows, from 0.
+        row: u64,
+        /// The record's length.
+        len: u64,
+        /// The limit (`--max-message-bytes`).
+        limit: usize,
+    },
     /// Valid JSON, but no game set.
     #[error("line {line}: {source}")]
     Problem {
@@ -48,21 +61,23 @@ impl From<LineError> for pb::SolutionError {
         let (reason, mut metadata) = match &err {
             LineError::Problem { source, .. } => (source.reason(), source.metadata()),
             LineError::Json { .. } => (convert::INVALID_JSON, BTreeMap::new()),
-            LineError::TooLong { len, limit, .. } => (
-                "LINE_TOO_LONG",
+            LineError::TooLong { len, limit, .. } | LineError::RowTooLong { len, limit, .. } => (
+                LINE_TOO_LONG,
                 BTreeMap::from([
                     ("length".to_owned(), len.to_string()),
                     ("limit".to_owned(), limit.to_string()),
                 ]),
             ),
         };
-        let (LineError::Problem { line, .. }
-        | LineError::Json { line, .. }
-        | LineError::TooLong { line, .. }) = &err;
-        metadata.insert("line".to_owned(), line.to_string());
+        match &err {
+            LineError::Problem { line, .. }
+            | LineError::Json { line, .. }
+            | LineError::TooLong { line, .. } => metadata.insert("line".to_owned(), line.to_string()),
+            LineError::RowTooLong { row, .. } => metadata.insert("row".to_owned(), row.to_string()),
+        };
         let field = match &err {
             LineError::Problem { source, .. } => source.field(),
-            LineError::Json { .. } | LineError::TooLong { .. } => None,
+            LineError::Json { .. } | LineError::TooLong { .. } | LineError::RowTooLong { .. } => None,
         };
         convert::wire_error(Code::InvalidArgument, reason, field, metadata, err.to_string())
     }
