@@ -420,7 +420,10 @@ fn a_csv_line_past_the_limit_is_its_rows_error_and_the_run_goes_on() {
     assert_eq!(ids, ["a", "1", "c", "d"]);
     let error = got[1].error.as_ref().unwrap();
     assert_eq!(error.reason, "LINE_TOO_LONG");
-    assert_eq!(error.message, format!("row 1: {} bytes is more than the limit of 1048576 bytes", 3 + (3 << 20)));
+    assert_eq!(
+        error.message,
+        format!("row 1: {} bytes is more than the limit of 1048576 bytes", 3 + (3 << 20))
+    );
     assert_eq!(error.metadata["row"], "1");
     assert_eq!(error.metadata["length"], (3 + (3 << 20)).to_string());
     assert_eq!(got[2].error.as_ref().unwrap().reason, "INVALID_CHARACTER");

@@ -953,12 +953,7 @@ async fn metrics_count_flight_calls_by_method_and_problems_by_game() {
     let _ = client.list_flights(bytes::Bytes::new()).await.unwrap().try_collect::<Vec<_>>().await.unwrap();
     let _ = client.inner_mut().do_get(Ticket::new("x")).await.unwrap_err();
     let text = production::scrape(metrics).await;
-    let calls = |method: &str, code: &str| {
-        production::series(
-            &text,
-            &format!("gamesolver_calls_total{{service=\"arrow.flight.protocol.FlightService\",method=\"{method}\",code=\"{code}\"}}"),
-        )
-    };
+    let calls = |method: &str, code: &str| flight_calls(&text, method, code);
     assert_eq!(calls("DoExchange", "OK"), Some(2.0));
     assert_eq!(calls("ListFlights", "OK"), Some(1.0));
     assert_eq!(calls("DoGet", "UNIMPLEMENTED"), Some(1.0));
@@ -1020,6 +1015,14 @@ async fn a_descriptor_alone_first_and_metadata_only_messages_are_read_as_pyarrow
     let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
     let expected = solve_batch(&server, vec![iv(1), iv(2)], false).await;
     assert_eq!(answers.iter().map(rows).collect::<Vec<_>>(), [expected.clone(), expected]);
+}
+
+/// The count of Flight calls of `method` ended with `code` in a scrape's `text`.
+fn flight_calls(text: &str, method: &str, code: &str) -> Option<f64> {
+    production::series(
+        text,
+        &format!("gamesolver_calls_total{{service=\"arrow.flight.protocol.FlightService\",method=\"{method}\",code=\"{code}\"}}"),
+    )
 }
 
 /// A `FlightDescriptor` as the wire carries it, with its path as bytes: what a client
@@ -1105,12 +1108,7 @@ async fn a_descriptor_that_does_not_decode_or_is_no_path_is_the_callers_error() 
         )
     );
     let text = production::scrape(server.metrics_addr()).await;
-    let calls = |method: &str, code: &str| {
-        production::series(
-            &text,
-            &format!("gamesolver_calls_total{{service=\"arrow.flight.protocol.FlightService\",method=\"{method}\",code=\"{code}\"}}"),
-        )
-    };
+    let calls = |method: &str, code: &str| flight_calls(&text, method, code);
     assert_eq!(calls("GetFlightInfo", "INVALID_ARGUMENT"), Some(5.0));
     assert_eq!(calls("DoExchange", "INVALID_ARGUMENT"), Some(1.0));
     assert!(!text.contains("code=\"INTERNAL\""), "{text}");

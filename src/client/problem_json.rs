@@ -198,6 +198,14 @@ fn id_of_bad_line(line: &[u8], number: u64) -> String {
 mod tests {
     use super::*;
 
+    /// The pile of a line that is a Stone Game IV problem.
+    fn iv(line: &str) -> u64 {
+        match parse_problem(line.as_bytes(), 1).unwrap().game {
+            Some(pb::problem::Game::StoneGameIv(g)) => g.n,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn reason(line: &str) -> String {
         match parse_problem(line.as_bytes(), 9) {
             Err((_, LineError::Json { reason, .. })) => reason,
@@ -220,10 +228,6 @@ mod tests {
 
     #[test]
     fn numbers_may_be_strings_and_have_an_exponent() {
-        let iv = |line: &str| match parse_problem(line.as_bytes(), 1).unwrap().game {
-            Some(pb::problem::Game::StoneGameIv(g)) => g.n,
-            other => panic!("{other:?}"),
-        };
         assert_eq!(iv(r#"{"stoneGameIv":{"n":1e3}}"#), 1000);
         assert_eq!(iv(r#"{"stone_game_iv":{"n":"1e3"}}"#), 1000);
         assert_eq!(iv(r#"{"stoneGameIv":{"n":1000.0}}"#), 1000);
@@ -267,10 +271,6 @@ mod tests {
 
     #[test]
     fn an_integer_is_taken_only_when_its_digits_are_exactly_one() {
-        let iv = |line: &str| match parse_problem(line.as_bytes(), 1).unwrap().game {
-            Some(pb::problem::Game::StoneGameIv(g)) => g.n,
-            other => panic!("{other:?}"),
-        };
         assert_eq!(iv(r#"{"stoneGameIv":{"n":7.0}}"#), 7);
         assert_eq!(iv(r#"{"stoneGameIv":{"n":100.000}}"#), 100);
         assert_eq!(iv(r#"{"stoneGameIv":{"n":1e19}}"#), 10_000_000_000_000_000_000);

@@ -430,8 +430,8 @@ fn connect_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Refusal> {
             Ok(Some(Duration::from_millis(std::str::from_utf8(digits).unwrap_or("0").parse().unwrap_or(0))))
         }
         false => Err(Refusal::bad_request(format!(
-            "connect-timeout-ms must be a number of milliseconds of at most 10 digits: got {:?}",
-            String::from_utf8_lossy(digits)
+            "connect-timeout-ms must be a number of milliseconds of at most 10 digits: got {}",
+            echo::quoted(&String::from_utf8_lossy(digits))
         ))),
     }
 }
@@ -452,8 +452,8 @@ fn check_protocol_version(version: Option<&[u8]>) -> Result<(), Refusal> {
     match version {
         None | Some(b"1") => Ok(()),
         Some(other) => Err(Refusal::bad_request(format!(
-            "connect-protocol-version must be \"1\": got {:?}",
-            String::from_utf8_lossy(other)
+            "connect-protocol-version must be \"1\": got {}",
+            echo::quoted(&String::from_utf8_lossy(other))
         ))),
     }
 }
@@ -487,8 +487,8 @@ impl GetQuery {
         if let Some(version) = version {
             if version != b"v1" {
                 return Err(bad(format!(
-                    "connect must be \"v1\": got {:?}",
-                    String::from_utf8_lossy(&version)
+                    "connect must be \"v1\": got {}",
+                    echo::quoted(&String::from_utf8_lossy(&version))
                 )));
             }
         }
@@ -864,13 +864,14 @@ struct Refusal {
 
 impl Refusal {
     fn not_found(path: &str) -> Refusal {
+        let shown = echo::bounded(path);
         let streaming = ["SolveStream", "SolveBatchStream"].iter().any(|m| {
             path.strip_prefix('/').and_then(|p| p.strip_prefix(SERVICE_NAME)) == Some(&format!("/{m}"))
         });
         let served = Procedure::ALL.map(|p| format!("/{SERVICE_NAME}/{}", p.name())).join(" and ");
         let message = match streaming {
-            true => format!("{path} is a streaming RPC: call it over gRPC; Connect serves {served}"),
-            false => format!("no procedure at {path}: Connect serves {served}"),
+            true => format!("{shown} is a streaming RPC: call it over gRPC; Connect serves {served}"),
+            false => format!("no procedure at {shown}: Connect serves {served}"),
         };
         Refusal { status: StatusCode::NOT_FOUND, code: Code::Unimplemented, message, header: None }
     }
@@ -889,8 +890,10 @@ impl Refusal {
     }
 
     fn media_type(content_type: Option<&HeaderValue>) -> Refusal {
-        let given = content_type
-            .map_or_else(|| "none".to_owned(), |ct| String::from_utf8_lossy(ct.as_bytes()).into_owned());
+        let given = content_type.map_or_else(
+            || "none".to_owned(),
+            |ct| echo::bounded(&String::from_utf8_lossy(ct.as_bytes())).into_owned(),
+        );
         Refusal {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
             code: Code::InvalidArgument,
@@ -1095,6 +1098,24 @@ mod tests {
         assert_eq!(accept("deflate, gzip, br, zstd"), Some(Compression::Gzip));
         assert_eq!(accept("br, zstd;q=0.5, gzip"), Some(Compression::Zstd));
         assert_eq!(accept("gzip;q=0, identity"), None);
+    }
+
+    #[test]
+    fn a_long_path_or_header_is_quoted_cut() {
+        let path = format!("/{}", "p".repeat(10_000));
+        assert_eq!(
+            Refusal::not_found(&path).message,
+            format!(
+                "no procedure at /{}…: Connect serves /gamesolver.v1.GameSolverService/Solve and \
+             /gamesolver.v1.GameSolverService/SolveBatch",
+                "p".repeat(99)
+            )
+        );
+        let version = "2".repeat(10_000);
+        assert_eq!(
+            check_protocol_version(Some(version.as_bytes())).unwrap_err().message,
+            format!("connect-protocol-version must be \"1\": got \"{}…\"", "2".repeat(100))
+        );
     }
 
     #[test]

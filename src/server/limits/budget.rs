@@ -178,7 +178,7 @@ impl Budgeted {
                     if self.buf.len() < GRPC_HEADER + len {
                         return Poll::Ready(None);
                     }
-                    let message = self.buf.split_to(GRPC_HEADER + len).freeze();
+                    let message = self.take_message(GRPC_HEADER + len);
                     if compressed {
                         self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
                         continue;
@@ -273,6 +273,16 @@ impl Budgeted {
                 }
             }
         }
+    }
+
+    /// The first `len` bytes buffered, as a message of their own. The rest is moved out of
+    /// the allocation they share (a few bytes of the next message, at most a read's worth),
+    /// so that the message's memory goes when the message does: left shared, a 60 MiB
+    /// message stayed allocated, unseen by the budget, until the call ended.
+    fn take_message(&mut self, len: usize) -> Bytes {
+        let message = self.buf.split_to(len).freeze();
+        self.buf = BytesMut::from(&self.buf[..]);
+        message
     }
 
     /// Charges a whole solver request `frame` (header included) its bytes and what it
