@@ -24,7 +24,7 @@ pub(crate) fn panicked() -> Status {
 }
 
 /// Replaces the panic hook with one that logs a panic as an ERROR line, at most one each
-/// [`PANIC_LOG_INTERVAL`], with the count of those held back; with `RUST_BACKTRACE` set,
+/// 10 s, with the count of those held back; with `RUST_BACKTRACE` set,
 /// the line carries the backtrace. Call it once logging is set up: the line goes through
 /// `tracing`.
 pub fn log_panics() {

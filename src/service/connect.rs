@@ -10,9 +10,9 @@
 //! limits then see the message size, inflate a compressed body under the memory budget and
 //! count the call against its client, the metrics count it under its method and code.
 //! A JSON body stays JSON until the limits have it whole (and inflated): they decode it
-//! with [`JsonBody::transcode`], in the protobuf JSON mapping (pbjson, as the bulk client
+//! with `JsonBody::transcode`, in the protobuf JSON mapping (pbjson, as the bulk client
 //! and grpcurl speak it), into the protobuf the service reads, charging the request
-//! budget what the decoding may take ([`decoded_json_bytes`]) before it takes it, off the
+//! budget what the decoding may take (`decoded_json_bytes`) before it takes it, off the
 //! async workers. On the way back the gRPC answer, its message or
 //! its `grpc-status`, `grpc-message` and `grpc-status-details-bin`, becomes a Connect
 //! answer: the message in the request's encoding, or Connect's JSON error body with the
