@@ -563,6 +563,78 @@ def probe_flight_ipc(server):
         check(server.hwm() - before < 256 * MIB, f"{name}: peak stays within the request-byte budget (256 MiB)")
 
 
+def connect_json_batch(shape, size):
+    """A SolveBatch request in JSON of about `size` bytes: `small`, many small problems
+    (whose structs are many times their text); `string`, one Sum Game of that many
+    characters."""
+    if shape == "string":
+        return b'{"problems":[{"sumGame":{"num":"' + b"1" * (size - 40) + b'"}}]}'
+    one = b'{"stoneGameIv":{"n":"12345"}},'
+    count = size // len(one)
+    return b'{"problems":[' + one * (count - 1) + one[:-1] + b"]}"
+
+
+def post_json(server, source, body):
+    """POSTs `body` to SolveBatch over HTTP/1.1 from the address `source`; the HTTP status
+    and the start of the answer."""
+    sock = socket.create_connection((server.host, server.port), timeout=120, source_address=(source, 0))
+    try:
+        head = (f"POST {SERVICE}SolveBatch HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        sock.sendall(head)
+        sock.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else None
+        return status, answer[:300]
+    finally:
+        sock.close()
+
+
+def probe_connect_json(server):
+    for shape, expected in (("small", 429), ("string", 200)):
+        print(f"4 Connect JSON batches of 60 MiB ({shape}) from 127.0.0.2-5, a bystander's Solve on 127.0.0.1",
+              flush=True)
+        body = connect_json_batch(shape, 60 * MIB)
+        server.reset_peak()
+        before = server.rss()
+        results = []
+        callers = [threading.Thread(target=lambda a=a: results.append(post_json(server, f"127.0.0.{a}", body)))
+                   for a in range(2, 6)]
+        for t in callers:
+            t.start()
+        latencies = []
+        with grpc.insecure_channel(server.addr) as channel:
+            solve = channel.unary_unary(SERVICE + "Solve")
+            request = field(1, sum_problem("bystander", "25??"))
+            while any(t.is_alive() for t in callers) and len(latencies) < 600:
+                start = time.monotonic()
+                try:
+                    solve(request, timeout=20)
+                    latencies.append(time.monotonic() - start)
+                except grpc.RpcError:
+                    latencies.append(None)
+                time.sleep(0.05)
+        for t in callers:
+            t.join()
+        statuses = sorted(status for status, _ in results)
+        check(statuses == [expected] * 4, f"the four are answered {expected}: {statuses} "
+                                          f"{sorted({head[:120] for _, head in results})}")
+        answered = [latency for latency in latencies if latency is not None]
+        check(len(answered) == len(latencies) and answered,
+              f"the bystander's {len(latencies)} Solves answered, the slowest in "
+              f"{max(answered, default=0) * 1000:.0f} ms, the median "
+              f"{sorted(answered)[len(answered) // 2] * 1000 if answered else 0:.0f} ms")
+        time.sleep(3)
+        report(f"Connect JSON ({shape})", server, before)
+        check(server.hwm() - before < (256 + 128) * MIB,
+              "peak stays within the request-byte budget (256 MiB) and the decoding's fixed overhead")
+
+
 def probe_rapid_reset(server):
     print(f"rapid reset: streams opened and reset at once, {RAPID_RESET_SECONDS} s", flush=True)
     lines = server.log_text().count("\n")
@@ -681,6 +753,7 @@ def main():
         probe_parallel_inflation(server, "zstd")
         probe_small_stones(server)
         probe_flight_ipc(server)
+        probe_connect_json(server)
         probe_rapid_reset(server)
         mixed_load(server)
         time.sleep(2)

@@ -199,12 +199,45 @@ pub fn wire_error(
 /// The start of tonic's message for a request above the decoding limit.
 const DECODE_LIMIT_MESSAGE: &str = "Error, decoded message length too large";
 
-/// The status grpc-go would send in place of `status`: `RESOURCE_EXHAUSTED` for a
-/// request above the message limit, `status` itself otherwise.
-pub fn over_limit_is_exhausted(status: Status) -> Status {
-    match status.code() == Code::OutOfRange && status.message().starts_with(DECODE_LIMIT_MESSAGE) {
-        true => Status::resource_exhausted(status.message()),
-        false => status,
+/// What prost's `DecodeError` says first, which tonic's codec makes `INTERNAL`.
+const PROST_DECODE: &str = "failed to decode Protobuf message: ";
+
+/// What tonic's decoder says of a request body that ends inside a message.
+const TONIC_EOF: &str = "Unexpected EOF decoding stream.";
+
+/// What tonic's decoder says of a message header with a compressed flag it cannot take.
+const TONIC_PROTOCOL: &str = "protocol error: received message with";
+
+/// What tonic-web's errors start with; in a request's status, every one is about a body
+/// it could not read (its response errors never reach the server's layers).
+const TONIC_WEB_DECODE: &str = "tonic-web: ";
+
+/// The status a server sends in place of `status`, which tonic (or tonic-web) made for a
+/// request the caller got wrong, so that codes say whose fault a failure is and the
+/// server-error alert counts only the server's own: `RESOURCE_EXHAUSTED` for a message
+/// above the limit (tonic says `OUT_OF_RANGE`; grpc-go and grpc-java say
+/// `RESOURCE_EXHAUSTED`), and `INVALID_ARGUMENT` for one that does not decode, a body cut
+/// inside a message, a bad compressed flag, or a gRPC-Web body tonic-web cannot read
+/// (tonic says `INTERNAL`, as gRPC's status code table has it for a server that cannot
+/// parse, which would let any client fire the alert). Any other status is itself.
+pub fn caller_fault(status: Status) -> Status {
+    let message = status.message();
+    match status.code() {
+        Code::OutOfRange if message.starts_with(DECODE_LIMIT_MESSAGE) => Status::resource_exhausted(message),
+        Code::Internal => match message {
+            _ if message.starts_with(PROST_DECODE) => Status::invalid_argument(format!(
+                "the request message does not decode: {}",
+                &message[PROST_DECODE.len()..]
+            )),
+            TONIC_EOF => Status::invalid_argument("the request body ended inside a message"),
+            _ if message.starts_with(TONIC_PROTOCOL) => Status::invalid_argument(message),
+            _ if message.starts_with(TONIC_WEB_DECODE) => Status::invalid_argument(format!(
+                "malformed gRPC-Web request: {}",
+                &message[TONIC_WEB_DECODE.len()..]
+            )),
+            _ => status,
+        },
+        _ => status,
     }
 }
 

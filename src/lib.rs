@@ -29,6 +29,7 @@
 //!   lifecycle; [`server::config`] holds every flag.
 //! - [`client`]: the bulk client: reading problem files, the streaming pipeline, output.
 //! - [`allocator`]: mimalloc's settings, shared by the two binaries.
+//! - `echo`: input values quoted back in error messages, cut to a bounded length.
 //! - `src/bin/`: thin binaries that parse flags and call into the above.
 #![warn(missing_docs)]
 
@@ -37,6 +38,7 @@ pub mod client;
 pub mod codec;
 pub mod columnar;
 pub mod convert;
+mod echo;
 pub mod flag_env;
 pub mod games;
 mod json_number;

@@ -402,6 +402,34 @@ fn a_row_with_no_game_or_two_is_that_rows_error() {
     assert_eq!(codes, [pb::solution_error::Code::InvalidArgument as i32; 2]);
 }
 
+/// A CSV line longer than `--max-message-bytes` is that row's `LINE_TOO_LONG` error, as a
+/// JSON line is, read past rather than held (its reader holds at most the limit of it:
+/// `csv_records`'s unit tests), and the rows around it are answered.
+#[test]
+fn a_csv_line_past_the_limit_is_its_rows_error_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("long.csv");
+    let long = "7".repeat(3 << 20);
+    std::fs::write(&input, format!("id,num,n\na,,5\nb,{long},\nc,\"1\n1\",\nd,,7\n")).unwrap();
+    let limit = (1 << 20).to_string();
+    let output = dir.path().join("long.out.jsonl");
+    let stderr = solve(&[path_str(&input), "-o", path_str(&output), "--max-message-bytes", &limit], 1);
+    assert!(stderr.starts_with("4 problems, 2 errors"), "{stderr}");
+    let got = solutions(&output);
+    let ids: Vec<_> = got.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["a", "1", "c", "d"]);
+    let error = got[1].error.as_ref().unwrap();
+    assert_eq!(error.reason, "LINE_TOO_LONG");
+    assert_eq!(
+        error.message,
+        format!("row 1: {} bytes is more than the limit of 1048576 bytes", 3 + (3 << 20))
+    );
+    assert_eq!(error.metadata["row"], "1");
+    assert_eq!(error.metadata["length"], (3 + (3 << 20)).to_string());
+    assert_eq!(got[2].error.as_ref().unwrap().reason, "INVALID_CHARACTER");
+    assert!(got[0].error.is_none() && got[3].error.is_none());
+}
+
 #[test]
 fn csv_list_cells_parse_and_a_bad_cell_is_its_rows_error() {
     let dir = tempfile::tempdir().unwrap();

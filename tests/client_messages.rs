@@ -155,8 +155,8 @@ fn bad_lines_are_explained_in_a_persons_words() {
             "",
             r#"line 2: not a problem: expected a JSON object such as {"stoneGameIv":{"n":5}}, found "hello""#,
             "line 3: not a problem: unexpected end of the line (truncated JSON?)",
-            "line 4: not a problem: stoneGameIv.n: 18446744073709551616 is not a uint64 at column 40",
-            "line 5: not a problem: stoneGameIv.n: -5 is not a uint64 at column 22",
+            "line 4: not a problem: stoneGameIv.n: 18446744073709551616 is not a uint64 at column 41",
+            "line 5: not a problem: stoneGameIv.n: -5 is not a uint64 at column 23",
         ]
     );
     for message in &messages[1..] {

@@ -328,7 +328,7 @@ async fn a_bad_json_body_is_invalid_argument_and_counted_under_its_method() {
         assert_eq!(body["code"], "invalid_argument");
         assert_eq!(
             body["message"],
-            "invalid JSON request: problem.stoneGameIv.n: -5 is not a uint64 at line 1 column 33"
+            "invalid JSON request: problem.stoneGameIv.n: -5 is not a uint64 at line 1 column 34"
         );
         let (info, bad_request) = connect_details(&body);
         let info = info.unwrap();
@@ -346,6 +346,117 @@ async fn a_bad_json_body_is_invalid_argument_and_counted_under_its_method() {
     }
     assert_eq!(settled(metrics, &calls("Solve", "INVALID_ARGUMENT"), 4.0).await, Some(4.0));
     assert_eq!(settled(metrics, &calls("SolveBatch", "INVALID_ARGUMENT"), 2.0).await, Some(2.0));
+}
+
+#[tokio::test]
+async fn a_json_number_is_taken_only_when_its_digits_are_exactly_an_integer() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let door = Door::new(&server, Version::HTTP_11);
+    for (n, expected) in [("7.0", 7), ("100.000", 100), ("1e3", 1000), ("\"1e1\"", 10)] {
+        let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{n}}}}}}}"#)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{n}");
+        let solved =
+            door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{expected}}}}}}}"#)).await;
+        assert_eq!(answer.json(), solved.json(), "{n} is {expected}");
+    }
+    for (n, message) in [
+        (
+            "99.99999999999999999",
+            "problem.stoneGameIv.n: 99.99999999999999999 is not a uint64: not a whole number at line 1 column 52",
+        ),
+        ("1e-400", "problem.stoneGameIv.n: 1e-400 is not a uint64: not a whole number at line 1 column 38"),
+        ("1.5", "problem.stoneGameIv.n: 1.5 is not a uint64: not a whole number at line 1 column 35"),
+        ("1e20", "problem.stoneGameIv.n: 1e20 is not a uint64 at line 1 column 36"),
+    ] {
+        let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"n":{n}}}}}}}"#)).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{n}");
+        assert_eq!(answer.json()["code"], "invalid_argument");
+        assert_eq!(answer.json()["message"], format!("invalid JSON request: {message}"));
+    }
+    let answer = door.post_json(SOLVE_BATCH, r#"{"problems":[{"nimSquare":{"piles":[1,2.5]}}]}"#).await;
+    assert_eq!(
+        answer.json()["message"],
+        "invalid JSON request: problems[0].nimSquare.piles[1]: 2.5 is not a uint64: not a whole number \
+         at line 1 column 42"
+    );
+}
+
+/// Protobuf that does not decode is the caller's error: 400, `invalid_argument`, naming
+/// what could not be decoded; counted as `INVALID_ARGUMENT`, never `INTERNAL` (a page).
+#[tokio::test]
+async fn a_protobuf_body_that_does_not_decode_is_invalid_argument() {
+    let (server, metrics) = start_with_metrics(with_metrics()).await;
+    // A problem whose id is not UTF-8.
+    let body = Bytes::from_static(&[0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe]);
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let door = Door::new(&server, version);
+        let answer = door
+            .send(Method::POST, SOLVE_BATCH, &[("content-type", "application/proto")], body.clone())
+            .await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{answer:?}");
+        // Connect's error body is JSON whatever the request's encoding.
+        let status = answer.json();
+        assert_eq!(status["code"], "invalid_argument");
+        assert_eq!(
+            status["message"],
+            "the request message does not decode: Problem.id: SolveBatchRequest.problems: invalid string value: \
+             data is not UTF-8 encoded"
+        );
+    }
+    assert_eq!(settled(metrics, &calls("SolveBatch", "INVALID_ARGUMENT"), 2.0).await, Some(2.0));
+    assert_eq!(settled(metrics, &calls("SolveBatch", "INTERNAL"), 0.0).await, None);
+}
+
+/// A JSON body is charged what it decodes to, read from its text, before it is decoded:
+/// 4 MiB of `{}` (1.4 million problems, 150 MB of structs) is refused undecoded, naming
+/// that size, where the same budget answers a batch of ordinary size; a bystander on
+/// another address is served.
+#[tokio::test]
+async fn a_json_body_is_charged_what_it_decodes_to_before_it_is_decoded() {
+    let config = common::limits(|limits| {
+        limits.max_request_bytes_in_flight = 16 << 20;
+        limits.max_message_bytes = 4 << 20;
+    });
+    let server = TestServer::start(config).await;
+    let door = Door { addr: server.addr, version: Version::HTTP_2, tls: None };
+    let count = ((4 << 20) - 20) / 3;
+    let empties = vec!["{}"; count].join(",");
+    let answer = door.post_json(SOLVE_BATCH, &format!(r#"{{"problems":[{empties}]}}"#)).await;
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{answer:?}");
+    // The key's bytes, the list's first room, and each problem's struct, twice.
+    let decoded = "problems".len() + 128 + count * 2 * std::mem::size_of::<pb::Problem>();
+    assert_eq!(answer.json()["code"], "resource_exhausted");
+    assert_eq!(
+        answer.json()["message"],
+        format!(
+            "request message decodes to {decoded} bytes, past the 16777216 bytes of request memory one client \
+             may hold"
+        )
+    );
+    let problems = vec![r#"{"stoneGameIv":{"n":7}}"#; 10_000].join(",");
+    let answer = door.post_json(SOLVE_BATCH, &format!(r#"{{"problems":[{problems}]}}"#)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json()["solutions"].as_array().map(Vec::len), Some(10_000));
+    let bystander = common::channel_from(server.addr, [127, 0, 0, 2]).await;
+    let mut client = pb::game_solver_service_client::GameSolverServiceClient::new(bystander);
+    let solved = common::solve(&mut client, sum("bystander", "25??")).await.unwrap();
+    assert_eq!(solved.id, "bystander");
+}
+
+#[tokio::test]
+async fn a_long_value_in_a_json_error_is_cut() {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let door = Door::new(&server, Version::HTTP_2);
+    let field = "x".repeat(100_000);
+    let answer = door.post_json(SOLVE, &format!(r#"{{"problem":{{"stoneGameIv":{{"{field}":1}}}}}}"#)).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    // The path names the field too: the reason is cut at 1,000 characters, the path's
+    // field and all.
+    let message = format!(
+        "invalid JSON request: problem.stoneGameIv.{}…",
+        "x".repeat(1000 - "problem.stoneGameIv.".len())
+    );
+    assert_eq!(answer.json()["message"], message);
 }
 
 async fn start_with_metrics(config: ServerConfig) -> (TestServer, SocketAddr) {

@@ -968,12 +968,7 @@ async fn metrics_count_flight_calls_by_method_and_problems_by_game() {
     let _ = client.list_flights(bytes::Bytes::new()).await.unwrap().try_collect::<Vec<_>>().await.unwrap();
     let _ = client.inner_mut().do_get(Ticket::new("x")).await.unwrap_err();
     let text = production::scrape(metrics).await;
-    let calls = |method: &str, code: &str| {
-        production::series(
-            &text,
-            &format!("gamesolver_calls_total{{service=\"arrow.flight.protocol.FlightService\",method=\"{method}\",code=\"{code}\"}}"),
-        )
-    };
+    let calls = |method: &str, code: &str| flight_calls(&text, method, code);
     assert_eq!(calls("DoExchange", "OK"), Some(2.0));
     assert_eq!(calls("ListFlights", "OK"), Some(1.0));
     assert_eq!(calls("DoGet", "UNIMPLEMENTED"), Some(1.0));
@@ -1035,4 +1030,107 @@ async fn a_descriptor_alone_first_and_metadata_only_messages_are_read_as_pyarrow
     let answers: Vec<RecordBatch> = answers.try_collect().await.unwrap();
     let expected = solve_batch(&server, vec![iv(1), iv(2)], false).await;
     assert_eq!(answers.iter().map(rows).collect::<Vec<_>>(), [expected.clone(), expected]);
+}
+
+/// The count of Flight calls of `method` ended with `code` in a scrape's `text`.
+fn flight_calls(text: &str, method: &str, code: &str) -> Option<f64> {
+    production::series(
+        text,
+        &format!("gamesolver_calls_total{{service=\"arrow.flight.protocol.FlightService\",method=\"{method}\",code=\"{code}\"}}"),
+    )
+}
+
+/// A `FlightDescriptor` as the wire carries it, with its path as bytes: what a client
+/// that does not check UTF-8 can send.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawDescriptor {
+    #[prost(int32, tag = "1")]
+    r#type: i32,
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    path: Vec<Vec<u8>>,
+}
+
+/// A `FlightData` carrying only a [`RawDescriptor`].
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawFlightData {
+    #[prost(message, optional, tag = "1")]
+    flight_descriptor: Option<RawDescriptor>,
+}
+
+/// A descriptor that does not decode (a path that is not UTF-8), or whose type is not
+/// PATH, or whose game name is 100 KB, is the caller's error, `INVALID_ARGUMENT` naming
+/// what is wrong, in the unary calls and in `DoExchange` (whose `FlightData` tonic's own
+/// prost codec decodes), and counted so: never `INTERNAL`, which pages.
+#[tokio::test]
+async fn a_descriptor_that_does_not_decode_or_is_no_path_is_the_callers_error() {
+    let mut config = ServerConfig::default();
+    config.observability.metrics_listen = Some(production::metrics_listen());
+    let server = TestServer::start(config).await;
+    let mut grpc = tonic::client::Grpc::new(server.channel().await);
+    let get_info = |descriptor: RawDescriptor| {
+        let mut grpc = grpc.clone();
+        async move {
+            grpc.ready().await.unwrap();
+            let path =
+                http::uri::PathAndQuery::from_static("/arrow.flight.protocol.FlightService/GetFlightInfo");
+            let codec = tonic_prost::ProstCodec::<RawDescriptor, arrow_flight::FlightInfo>::default();
+            grpc.unary(tonic::Request::new(descriptor), path, codec).await.unwrap_err()
+        }
+    };
+    let not_utf8 = RawDescriptor { r#type: 1, path: vec![b"stone_game_\xff".to_vec()] };
+    let status = get_info(not_utf8.clone()).await;
+    assert_eq!(
+        (status.code(), status.message()),
+        (
+            Code::InvalidArgument,
+            "the request message does not decode: FlightDescriptor.path: invalid string value: data is not UTF-8 \
+             encoded"
+        )
+    );
+    let no_game = "the descriptor's path must name a game: one of sum_game, stone_game_ix, stone_game_iv, \
+                   nim_square, mixed";
+    for (kind, shown) in [(0, "UNKNOWN (0)"), (7, "7"), (-1, "-1")] {
+        let status = get_info(RawDescriptor { r#type: kind, path: vec![b"stone_game_iv".to_vec()] }).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{kind}");
+        assert_eq!(status.message(), format!("the descriptor's type is {shown}, not PATH: {no_game}"));
+    }
+    let long = "x".repeat(100_000);
+    let status = get_info(RawDescriptor { r#type: 1, path: vec![long.clone().into_bytes()] }).await;
+    assert_eq!(
+        status.message(),
+        format!(
+            "unknown game \"{}…\" in the descriptor: expected one of sum_game, stone_game_ix, stone_game_iv, \
+             nim_square, mixed",
+            "x".repeat(100)
+        )
+    );
+    // The same in DoExchange: the first message's descriptor.
+    grpc.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static("/arrow.flight.protocol.FlightService/DoExchange");
+    let codec = tonic_prost::ProstCodec::<RawFlightData, FlightData>::default();
+    let first = RawFlightData { flight_descriptor: Some(not_utf8) };
+    let answers = grpc.streaming(tonic::Request::new(futures::stream::iter([first])), path, codec).await;
+    let status = match answers {
+        Ok(answers) => answers.into_inner().try_collect::<Vec<_>>().await.unwrap_err(),
+        Err(status) => status,
+    };
+    assert_eq!(
+        (status.code(), status.message()),
+        (
+            Code::InvalidArgument,
+            "the request message does not decode: FlightDescriptor.path: FlightData.flight_descriptor: invalid \
+             string value: data is not UTF-8 encoded"
+        )
+    );
+    let text = production::scrape(server.metrics_addr()).await;
+    let calls = |method: &str, code: &str| flight_calls(&text, method, code);
+    assert_eq!(calls("GetFlightInfo", "INVALID_ARGUMENT"), Some(5.0));
+    assert_eq!(calls("DoExchange", "INVALID_ARGUMENT"), Some(1.0));
+    assert!(!text.contains("code=\"INTERNAL\""), "{text}");
+    // A long unknown game in a path DoExchange reads: the trailer stays small.
+    let mut client = flight_client(server.channel().await);
+    let n = batch(vec![("n", Arc::new(UInt64Array::from(vec![3])) as ArrayRef)]);
+    let status = exchange(&mut client, &[&long], vec![n]).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().len() < 400, "{} bytes", status.message().len());
 }

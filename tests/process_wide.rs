@@ -92,3 +92,24 @@ async fn a_server_deadline_skips_the_work_it_has_not_started() {
     tokio::time::timeout(PATIENCE, skipped).await.expect("the skip is logged");
     served(&server).await;
 }
+
+/// The panic hook of `gamesolver::server::log_panics` logs a panic as one ERROR line, at
+/// most one each interval, however many come (2,000 panicking calls once wrote 508 KB of
+/// stderr); the default hook is back at the end, for the other test's failures.
+#[test]
+fn panics_are_logged_one_line_an_interval_not_each() {
+    let logs = captured_logs();
+    gamesolver::server::log_panics();
+    for i in 0..2_000 {
+        let caught = std::panic::catch_unwind(|| panic!("panic {i} on purpose"));
+        assert!(caught.is_err());
+    }
+    let _ = std::panic::take_hook();
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    let lines: Vec<&str> = text.lines().filter(|line| line.contains("on purpose")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("ERROR"), "{}", lines[0]);
+    assert!(lines[0].contains("panic: panic 0 on purpose"), "{}", lines[0]);
+    assert!(lines[0].contains("panics_not_logged=0"), "{}", lines[0]);
+    assert!(lines[0].contains("tests/process_wide.rs"), "the location: {}", lines[0]);
+}

@@ -91,6 +91,8 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    #[cfg(all(unix, not(target_os = "linux")))]
+    ignore_hangups_until_handled();
     let matches = command().get_matches();
     let mut args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     if let Some(command) = args.command.take() {
@@ -109,6 +111,8 @@ fn main() -> ExitCode {
     let result = build_runtime(&args).and_then(|runtime| {
         let traces = start_traces(&runtime, &args.config.observability)?;
         init_logging(format, traces.as_ref());
+        // A panic a peer can cause is logged rate-limited, not written whole to stderr.
+        server::log_panics();
         gamesolver::allocator::return_freed_memory();
         let result = runtime.block_on(run(args));
         // The spans still batched go out while the runtime still carries the exporter.
@@ -259,7 +263,34 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The SIGHUP handler, installed now: from here on a SIGHUP never ends the process.
+/// Makes SIGHUP harmless from before `main`, as the C runtime starts the program (an
+/// `.init_array` constructor, which runs before the Rust runtime's set-up and `main`), so
+/// that a SIGHUP in the milliseconds before the runtime and its handler exist (a
+/// `systemctl reload` racing a start) does not end the process, its default action;
+/// [`hangup_signal`] then installs the handler that reloads. Only the dynamic loader runs
+/// before it (a millisecond or two for a debug build, whose relocations it applies).
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static IGNORE_HANGUPS_AT_START: extern "C" fn() = ignore_hangups_until_handled;
+
+/// Ignores SIGHUP, which also drops one already pending, then unblocks it: a SIGHUP
+/// blocked by whoever started the process would otherwise never reach the reload
+/// handler. Elsewhere than Linux it is the first thing `main` does.
+#[cfg(unix)]
+extern "C" fn ignore_hangups_until_handled() {
+    // SAFETY: SIG_IGN installs no handler code, only a disposition; the mask is this
+    // thread's, the only one yet, whose mask every later thread inherits.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        let mut hangup: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut hangup);
+        libc::sigaddset(&mut hangup, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &hangup, std::ptr::null_mut());
+    }
+}
+
+/// The SIGHUP handler, installed now: from here on a SIGHUP reloads.
 #[cfg(unix)]
 fn hangup_signal() -> anyhow::Result<tokio::signal::unix::Signal> {
     use tokio::signal::unix::{signal, SignalKind};

@@ -26,12 +26,13 @@ use crate::client::flight::Flight;
 use crate::client::format::Format;
 use crate::client::input::{is_blank, InputError, InputSource, Line, ProblemReader};
 use crate::client::output::{Answered, ToWriter};
-use crate::client::problem_json::LineError;
+use crate::client::problem_json::{line_error_solution, LineError};
 use crate::client::queue::WorkQueue;
 use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};
 use crate::client::sink::{LinesSink, Sink, TableOutput, TableSink};
 use crate::client::table::columns::{output_schema, ColumnMap, ColumnsError, InputColumns};
 use crate::client::table::csv::parse_cells;
+use crate::client::table::csv_records::TooLongRow;
 use crate::client::table::fingerprint::TableFingerprint;
 use crate::client::table::read::{batch_bytes, TableReader, TableSource};
 use crate::client::table::resume::{self as table_resume, OutputSpec, Saved, TableOptions};
@@ -145,7 +146,9 @@ pub(crate) fn table(
     let columns =
         InputColumns::resolve(source.schema(), renames, &name, input == Format::Csv, config.winner_only)?;
     let read_schema = source.schema().project(columns.projection()).map_err(ClientError::table_input)?;
-    let mut reader = source.reader(&columns, config.batch_rows.get(), config.max_message_bytes / 2)?;
+    let max = config.max_message_bytes;
+    // A CSV line is bounded as a JSON line is: by the largest message the client sends.
+    let mut reader = source.reader(&columns, config.batch_rows.get(), max / 2, max)?;
     let schema = columns.output_schema().clone();
     let options = table_options(config, renames.clone(), input, output, 0);
     let mut fingerprint = TableFingerprint::new(&read_schema);
@@ -161,7 +164,7 @@ pub(crate) fn table(
     let sink = Box::new(TableSink::table(out, schema));
     let door = Flight::new(columns.descriptor(), columns.request_schema().field(0));
     let progress_total = reader.total();
-    let reading = TableReading { columns, fingerprint, csv: input == Format::Csv };
+    let reading = TableReading { columns, fingerprint, csv: input == Format::Csv, max_line_bytes: max };
     let read: ReadFn<RecordBatch> =
         Box::new(move |budget, queue, to_writer| reading.run(reader, budget, queue, to_writer));
     Ok(Plan { read, sink, door, progress_total, resumed })
@@ -180,12 +183,15 @@ pub fn read_table_problems(
     let source = TableSource::open(input, format)?;
     let columns =
         InputColumns::resolve(source.schema(), &ColumnMap::default(), "input", format == Format::Csv, false)?;
-    let mut reader = source.reader(&columns, batch_rows, batch_bytes)?;
+    // As `solve` bounds them: a batch's bytes at half the largest message, a CSV record at it.
+    let max_line_bytes = batch_bytes.saturating_mul(2);
+    let mut reader = source.reader(&columns, batch_rows, batch_bytes, max_line_bytes)?;
     let games = columns.descriptor().games;
-    let reading = TableReading { columns, fingerprint: None, csv: format == Format::Csv };
+    let reading = TableReading { columns, fingerprint: None, csv: format == Format::Csv, max_line_bytes };
     while let Some(batch) = reader.next_batch()? {
         let first_row = reader.rows() - batch.num_rows() as u64;
-        let (request, _) = reading.request(&batch, first_row).map_err(ClientError::table_input)?;
+        let too_long = reader.too_long_rows(reader.rows());
+        let (request, _) = reading.request(&batch, first_row, too_long).map_err(ClientError::table_input)?;
         let problems = crate::columnar::BatchProblems::of(&request, games).map_err(|err| {
             ClientError::table_input(arrow_schema::ArrowError::InvalidArgumentError(err.to_string()))
         })?;
@@ -401,18 +407,32 @@ struct TableReading {
     fingerprint: Option<TableFingerprint>,
     /// The cells are text, parsed here.
     csv: bool,
+    /// A CSV record past this was read past (`--max-message-bytes`).
+    max_line_bytes: usize,
 }
 
 impl TableReading {
-    /// The request of `batch` (rows from `first_row`), and the rows whose cells did not parse.
+    /// The request of `batch` (rows from `first_row`), and the rows whose cells did not
+    /// parse, or which were too long to read (`too_long`, CSV: each answered with its
+    /// `LINE_TOO_LONG` error, whatever its empty cells would say).
     fn request(
         &self,
         batch: &RecordBatch,
         first_row: u64,
+        too_long: Vec<TooLongRow>,
     ) -> Result<(RecordBatch, Vec<(usize, crate::pb::Solution)>), arrow_schema::ArrowError> {
         match self.csv {
             true => {
-                let (parsed, rejected) = parse_cells(&self.columns, batch, first_row)?;
+                let (parsed, mut rejected) = parse_cells(&self.columns, batch, first_row)?;
+                for row in too_long {
+                    let Some(at) = row.row.checked_sub(first_row).map(|at| at as usize) else { continue };
+                    let err =
+                        LineError::RowTooLong { row: row.row, len: row.len, limit: self.max_line_bytes };
+                    let solution = line_error_solution(row.row.to_string(), err);
+                    rejected.retain(|(index, _)| *index != at);
+                    rejected.push((at, solution));
+                }
+                rejected.sort_by_key(|(at, _)| *at);
                 Ok((self.columns.request(&parsed, first_row)?, rejected))
             }
             false => Ok((self.columns.request(batch, first_row)?, Vec::new())),
@@ -438,7 +458,8 @@ impl TableReading {
             if let Some(fingerprint) = &mut self.fingerprint {
                 fingerprint.add(&batch);
             }
-            let (request, rejected) = match self.request(&batch, first_row) {
+            let too_long = reader.too_long_rows(first_row + rows as u64);
+            let (request, rejected) = match self.request(&batch, first_row, too_long) {
                 Ok(request) => request,
                 Err(err) => {
                     break Some(InputError::ReadTable {

@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 use tonic::Code;
 
 use crate::convert::{self, ProblemError};
+use crate::echo;
 use crate::pb;
+
+/// The error reason of a line (or CSV record) longer than the client's message limit.
+pub const LINE_TOO_LONG: &str = "LINE_TOO_LONG";
 
 /// Why one input line is not a problem; it becomes that line's `error`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +36,16 @@ pub enum LineError {
         /// The limit (`--max-message-bytes`).
         limit: usize,
     },
+    /// A CSV record longer than the largest message the client sends.
+    #[error("row {row}: {len} bytes is more than the limit of {limit} bytes")]
+    RowTooLong {
+        /// The row's index among the data rows, from 0.
+        row: u64,
+        /// The record's length.
+        len: u64,
+        /// The limit (`--max-message-bytes`).
+        limit: usize,
+    },
     /// Valid JSON, but no game set.
     #[error("line {line}: {source}")]
     Problem {
@@ -47,21 +61,23 @@ impl From<LineError> for pb::SolutionError {
         let (reason, mut metadata) = match &err {
             LineError::Problem { source, .. } => (source.reason(), source.metadata()),
             LineError::Json { .. } => (convert::INVALID_JSON, BTreeMap::new()),
-            LineError::TooLong { len, limit, .. } => (
-                "LINE_TOO_LONG",
+            LineError::TooLong { len, limit, .. } | LineError::RowTooLong { len, limit, .. } => (
+                LINE_TOO_LONG,
                 BTreeMap::from([
                     ("length".to_owned(), len.to_string()),
                     ("limit".to_owned(), limit.to_string()),
                 ]),
             ),
         };
-        let (LineError::Problem { line, .. }
-        | LineError::Json { line, .. }
-        | LineError::TooLong { line, .. }) = &err;
-        metadata.insert("line".to_owned(), line.to_string());
+        match &err {
+            LineError::Problem { line, .. }
+            | LineError::Json { line, .. }
+            | LineError::TooLong { line, .. } => metadata.insert("line".to_owned(), line.to_string()),
+            LineError::RowTooLong { row, .. } => metadata.insert("row".to_owned(), row.to_string()),
+        };
         let field = match &err {
             LineError::Problem { source, .. } => source.field(),
-            LineError::Json { .. } | LineError::TooLong { .. } => None,
+            LineError::Json { .. } | LineError::TooLong { .. } | LineError::RowTooLong { .. } => None,
         };
         convert::wire_error(Code::InvalidArgument, reason, field, metadata, err.to_string())
     }
@@ -87,7 +103,7 @@ pub fn parse_problem(line: &[u8], number: u64) -> Result<pb::Problem, (String, L
             Ok(problem)
         }
         Err(err) => {
-            let reason = json_reason(line).unwrap_or_else(|| describe(&err, line));
+            let reason = json_reason(line).unwrap_or_else(|| describe(&err));
             Err((id_of_bad_line(line, number), LineError::Json { line: number, reason }))
         }
     }
@@ -102,10 +118,10 @@ fn json_reason(line: &[u8]) -> Option<String> {
     let mut deserializer = serde_json::Deserializer::from_slice(line);
     let err = match serde_path_to_error::deserialize::<_, pb::Problem>(&mut deserializer) {
         // The problem parses: only what follows it can be wrong.
-        Ok(_) => return deserializer.end().err().map(|err| describe(&err, line)),
+        Ok(_) => return deserializer.end().err().map(|err| describe(&err)),
         Err(err) => err,
     };
-    let reason = describe(err.inner(), line);
+    let reason = describe(err.inner());
     if err.inner().is_eof() {
         // Where a cut-off line stops says nothing about what was cut.
         return Some(reason);
@@ -134,40 +150,26 @@ fn not_an_object(line: &[u8]) -> Option<String> {
         return None;
     }
     let all = String::from_utf8_lossy(text);
-    let shown: String = all.chars().take(20).collect();
-    let cut = if shown.len() < all.len() { "..." } else { "" };
-    Some(format!("expected a JSON object such as {{\"stoneGameIv\":{{\"n\":5}}}}, found {shown:?}{cut}"))
+    Some(format!(
+        "expected a JSON object such as {{\"stoneGameIv\":{{\"n\":5}}}}, found {}",
+        echo::quoted(&all)
+    ))
 }
 
 /// serde_json's message for a line, in the line's own terms: a cut-off line is called
-/// so, a number is quoted as the line wrote it, and the position is a column (each line
-/// is its own document, so serde's "line 1" would only contradict the real line number).
-fn describe(err: &serde_json::Error, line: &[u8]) -> String {
+/// so, and the position is a column (each line is its own document, so serde's "line 1"
+/// would only contradict the real line number). A number is quoted as the line wrote it
+/// by the integer reader itself (`json_number`).
+fn describe(err: &serde_json::Error) -> String {
     if err.is_eof() {
         return "unexpected end of the line (truncated JSON?)".to_owned();
     }
     let text = err.to_string();
     let position = format!(" at line {} column {}", err.line(), err.column());
     match text.strip_suffix(&position) {
-        Some(reason) if err.line() == 1 => {
-            let reason = quoted_as_written(reason, line, err.column()).unwrap_or_else(|| reason.to_owned());
-            format!("{reason} at column {}", err.column())
-        }
-        _ => text,
+        Some(reason) if err.line() == 1 => format!("{} at column {}", echo::message(reason), err.column()),
+        _ => echo::message(&text).into_owned(),
     }
-}
-
-/// `reason` with the number it starts with as `line` wrote it, when the number ends at
-/// 1-based `column`. serde hands over a number beyond 64 bits only as an `f64`, whose
-/// digits are not the input's (`18446744073709551616` would read `18446744073709552000`).
-fn quoted_as_written(reason: &str, line: &[u8], column: usize) -> Option<String> {
-    let (value, rest) = reason.split_once(' ')?;
-    value.parse::<f64>().ok()?;
-    let end = column.min(line.len());
-    let start =
-        line[..end].iter().rposition(|b| !(b.is_ascii_digit() || b"+-.eE".contains(b))).map_or(0, |i| i + 1);
-    let written = std::str::from_utf8(&line[start..end]).ok().filter(|w| !w.is_empty())?;
-    Some(format!("{written} {rest}"))
 }
 
 /// A UTF-8 byte order mark is only meaningful at the start of the file.
@@ -196,6 +198,14 @@ fn id_of_bad_line(line: &[u8], number: u64) -> String {
 mod tests {
     use super::*;
 
+    /// The pile of a line that is a Stone Game IV problem.
+    fn iv(line: &str) -> u64 {
+        match parse_problem(line.as_bytes(), 1).unwrap().game {
+            Some(pb::problem::Game::StoneGameIv(g)) => g.n,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn reason(line: &str) -> String {
         match parse_problem(line.as_bytes(), 9) {
             Err((_, LineError::Json { reason, .. })) => reason,
@@ -218,10 +228,6 @@ mod tests {
 
     #[test]
     fn numbers_may_be_strings_and_have_an_exponent() {
-        let iv = |line: &str| match parse_problem(line.as_bytes(), 1).unwrap().game {
-            Some(pb::problem::Game::StoneGameIv(g)) => g.n,
-            other => panic!("{other:?}"),
-        };
         assert_eq!(iv(r#"{"stoneGameIv":{"n":1e3}}"#), 1000);
         assert_eq!(iv(r#"{"stone_game_iv":{"n":"1e3"}}"#), 1000);
         assert_eq!(iv(r#"{"stoneGameIv":{"n":1000.0}}"#), 1000);
@@ -232,15 +238,18 @@ mod tests {
 
     #[test]
     fn a_bad_number_names_its_field_its_value_and_its_type() {
-        assert_eq!(reason(r#"{"stoneGameIv":{"n":-5}}"#), "stoneGameIv.n: -5 is not a uint64 at column 22");
+        assert_eq!(reason(r#"{"stoneGameIv":{"n":-5}}"#), "stoneGameIv.n: -5 is not a uint64 at column 23");
         assert_eq!(
             reason(r#"{"stone_game_iv":{"n":"x"}}"#),
-            r#"stone_game_iv.n: "x" is not a uint64 at column 25"#
+            r#"stone_game_iv.n: "x" is not a uint64 at column 26"#
         );
-        assert_eq!(reason(r#"{"stoneGameIv":{"n":2.5}}"#), "stoneGameIv.n: 2.5 is not a uint64 at column 23");
+        assert_eq!(
+            reason(r#"{"stoneGameIv":{"n":2.5}}"#),
+            "stoneGameIv.n: 2.5 is not a uint64: not a whole number at column 24"
+        );
         assert_eq!(
             reason(r#"{"stoneGameIx":{"stones":[1,2,-3]}}"#),
-            "stoneGameIx.stones[2]: -3 is not a uint64 at column 32"
+            "stoneGameIx.stones[2]: -3 is not a uint64 at column 33"
         );
     }
 
@@ -248,20 +257,64 @@ mod tests {
     fn a_number_is_quoted_as_the_line_wrote_it() {
         assert_eq!(
             reason(r#"{"stoneGameIv":{"n":18446744073709551616}}"#),
-            "stoneGameIv.n: 18446744073709551616 is not a uint64 at column 40"
+            "stoneGameIv.n: 18446744073709551616 is not a uint64 at column 41"
         );
         assert_eq!(
             reason(r#"{"stoneGameIx":{"stones":[1,-1e30]}}"#),
-            "stoneGameIx.stones[1]: -1e30 is not a uint64 at column 33"
+            "stoneGameIx.stones[1]: -1e30 is not a uint64 at column 34"
         );
         assert_eq!(
             reason(r#"{"stoneGameIv":{"n":1e20}}"#),
-            "stoneGameIv.n: 1e20 is not a uint64 at column 24"
+            "stoneGameIv.n: 1e20 is not a uint64 at column 25"
+        );
+    }
+
+    #[test]
+    fn an_integer_is_taken_only_when_its_digits_are_exactly_one() {
+        assert_eq!(iv(r#"{"stoneGameIv":{"n":7.0}}"#), 7);
+        assert_eq!(iv(r#"{"stoneGameIv":{"n":100.000}}"#), 100);
+        assert_eq!(iv(r#"{"stoneGameIv":{"n":1e19}}"#), 10_000_000_000_000_000_000);
+        assert_eq!(
+            reason(r#"{"stoneGameIv":{"n":99.99999999999999999}}"#),
+            "stoneGameIv.n: 99.99999999999999999 is not a uint64: not a whole number at column 41"
         );
         assert_eq!(
-            reason(r#"{"stoneGameIv":{"n":1e19}}"#),
-            "stoneGameIv.n: 1e19 is too large to be read exactly with a fraction or an exponent: \
-             write its digits at column 24"
+            reason(r#"{"stoneGameIv":{"n":1e-400}}"#),
+            "stoneGameIv.n: 1e-400 is not a uint64: not a whole number at column 27"
+        );
+        assert_eq!(
+            reason(r#"{"stoneGameIx":{"stones":[1,"1.5",2]}}"#),
+            r#"stoneGameIx.stones[1]: "1.5" is not a uint64: not a whole number at column 34"#
+        );
+        let (id, err) = parse_problem(br#"{"id":"p","stoneGameIv":{"n":1e-400}}"#, 4).unwrap_err();
+        assert_eq!(id, "p");
+        assert_eq!(
+            err.to_string(),
+            "line 4: not a problem: stoneGameIv.n: 1e-400 is not a uint64: not a whole number at column 36"
+        );
+        assert_eq!(pb::SolutionError::from(err).reason, "INVALID_JSON");
+    }
+
+    #[test]
+    fn a_long_value_in_a_message_is_cut() {
+        let field = "x".repeat(100_000);
+        let line = format!(r#"{{"stoneGameIv":{{"{field}":1}}}}"#);
+        assert_eq!(
+            reason(&line),
+            format!("stoneGameIv: unknown field `{}… at column 100018", "x".repeat(1000 - 15))
+        );
+        let line = format!(r#"{{"sumGame":"{field}"}}"#);
+        assert_eq!(
+            reason(&line),
+            format!("sumGame: invalid type: string \"{}… at column 100013", "x".repeat(1000 - 22))
+        );
+        let line = format!("[{field}]");
+        assert_eq!(
+            reason(&line),
+            format!(
+                r#"expected a JSON object such as {{"stoneGameIv":{{"n":5}}}}, found "[{}…""#,
+                "x".repeat(99)
+            )
         );
     }
 
@@ -278,7 +331,7 @@ mod tests {
         );
         assert_eq!(
             reason("[1, 2, 3, 4, 5, 6, 7, 8, 9]"),
-            r#"expected a JSON object such as {"stoneGameIv":{"n":5}}, found "[1, 2, 3, 4, 5, 6, 7"..."#
+            r#"expected a JSON object such as {"stoneGameIv":{"n":5}}, found "[1, 2, 3, 4, 5, 6, 7, 8, 9]""#
         );
         assert_eq!(reason(r#"{"sumGame":{3}}"#), "sumGame: key must be a string at column 13");
     }

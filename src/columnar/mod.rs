@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::echo;
 use crate::games::{GameKind, InputShape, MoveField};
 
 mod bits;
@@ -104,13 +105,13 @@ pub enum DescriptorError {
     #[error("the descriptor's path must name a game: one of {}", names())]
     NoGame,
     /// The first element is no game.
-    #[error("unknown game {game:?} in the descriptor: expected one of {expected}", expected = names())]
+    #[error("unknown game {} in the descriptor: expected one of {expected}", echo::quoted(game), expected = names())]
     UnknownGame {
         /// The path's first element.
         game: String,
     },
     /// A second element other than `winner_only`, or more than two.
-    #[error("unexpected {0:?} in the descriptor's path: after the game, only {WINNER_ONLY:?} may follow")]
+    #[error("unexpected {} in the descriptor's path: after the game, only {WINNER_ONLY:?} may follow", echo::quoted(.0))]
     UnknownOption(String),
 }
 

@@ -1,30 +1,43 @@
-//! Makes two of tonic's statuses the ones grpc-go and grpc-java send for the same event,
-//! so that callers in any language can branch on the code:
+//! The codes the server sends, as the caller should read them, for every service:
 //! - the server's own `--request-timeout`, or the call's `grpc-timeout` when shorter, ends
 //!   a call with `DEADLINE_EXCEEDED` (tonic's timeout answers `CANCELLED`, "Timeout
 //!   expired"). tonic's own timeout sits outside every layer, where a Connect call (which
 //!   carries `Connect-Timeout-Ms`) has no `grpc-timeout` yet: the Connect door's
 //!   translation adds one, and it is enforced here;
-//! - a request message above `--max-message-bytes` is `RESOURCE_EXHAUSTED` (tonic's
-//!   decoder says `OUT_OF_RANGE`; grpc-go and grpc-java say `RESOURCE_EXHAUSTED`);
-//! - a gRPC-Web request body tonic-web cannot read (`grpc-web-text` that is not base64) is
-//!   `INVALID_ARGUMENT`, the client's fault: tonic-web says `INTERNAL`, which would count
-//!   as a server error and let any client fire the server-error alert.
+//! - a request the caller got wrong is the caller's fault ([`caller_fault`]): a message
+//!   above `--max-message-bytes` is `RESOURCE_EXHAUSTED` (tonic says `OUT_OF_RANGE`), one
+//!   that does not decode (protobuf, or a gRPC-Web body) `INVALID_ARGUMENT` (tonic says
+//!   `INTERNAL`, which would count as a server error and let any client fire the
+//!   server-error alert). The status is rewritten where it is sent: in the headers of a
+//!   call that failed before its answer began, and in the trailers of one that had begun
+//!   (a stream, whose decode errors come through its request stream: Flight's
+//!   `FlightData`, decoded by tonic's own prost codec, included);
+//! - a panic anywhere in a call, in the service's future or while its response body is
+//!   polled, ends that call with `INTERNAL` and the fixed message [`PANICKED`] in its
+//!   `grpc-status`, never a reset stream, and the metrics count it so; the panic itself is
+//!   logged, rate-limited, by the hook of [`super::panics`].
 //!
-//! The layer sits between tonic's transport and the services; a call whose deadline
-//! passes is dropped, so the solver skips the work it had not started.
+//! The layer sits between tonic's transport and the services, inside the metrics, the
+//! limits and the Connect translation, so that each sees the code as sent; a call whose
+//! deadline passes is dropped, so the solver skips the work it had not started.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
+use futures::FutureExt;
+use http_body::Frame;
 use tonic::body::Body;
-use tonic::{Code, Status};
+use tonic::Status;
 
-use crate::convert::over_limit_is_exhausted;
+use super::panics::{panicked, PANICKED};
+use crate::convert::caller_fault;
 use tower::{Layer, Service};
 
-/// Wraps every service with the request timeout and the status rewrite.
+/// Wraps every service with the request timeout, the status rewrites and the panic catch.
 #[derive(Debug, Clone)]
 pub(crate) struct GrpcCodesLayer {
     /// The server's upper bound on a call, up to its response headers (for a unary call,
@@ -51,6 +64,7 @@ impl<S, B> Service<http::Request<B>> for GrpcCodes<S>
 where
     S: Service<http::Request<B>, Response = http::Response<Body>>,
     S::Future: Send + 'static,
+    S::Error: Send + 'static,
 {
     type Response = http::Response<Body>;
     type Error = S::Error;
@@ -62,21 +76,27 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let client = grpc_timeout(request.headers());
-        let response = self.inner.call(request);
+        let Ok(response) = catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) else {
+            return Box::pin(futures::future::ready(Ok(panicked().into_http())));
+        };
         let timeout = match (self.request_timeout, client) {
             (Some(server), Some(client)) if client < server => Some(Deadline::Client(client)),
             (Some(server), _) => Some(Deadline::Server(server)),
             (None, client) => client.map(Deadline::Client),
         };
+        let response = AssertUnwindSafe(response).catch_unwind();
         Box::pin(async move {
             let response = match timeout {
-                None => response.await?,
+                None => response.await,
                 Some(deadline) => match tokio::time::timeout(deadline.duration(), response).await {
-                    Ok(response) => response?,
+                    Ok(response) => response,
                     Err(_) => return Ok(Status::deadline_exceeded(deadline.expired()).into_http()),
                 },
             };
-            Ok(client_faults(response))
+            match response {
+                Ok(response) => Ok(caller_faults(response?).map(|body| Body::new(SentBody::new(body)))),
+                Err(_panic) => Ok(panicked().into_http()),
+            }
         })
     }
 }
@@ -125,39 +145,326 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     })
 }
 
-/// Rewrites the statuses of a request the client got wrong: tonic's `OUT_OF_RANGE` for an
-/// over-limit message into `RESOURCE_EXHAUSTED`, and tonic-web's `INTERNAL` for a body it
-/// cannot read into `INVALID_ARGUMENT`, keeping their messages. Only a trailers-only
-/// response (a unary call that failed before its handler ran) carries them in the
-/// headers; streaming calls see the decode error in their request stream, where the
-/// service maps it with [`over_limit_is_exhausted`].
-fn client_faults(mut response: http::Response<Body>) -> http::Response<Body> {
-    let Some(status) = Status::from_header_map(response.headers()) else {
-        return response;
-    };
-    let rewritten = match over_limit_is_exhausted(status) {
-        status if status.code() == Code::Internal && status.message().starts_with(TONIC_WEB_DECODE) => {
-            Status::invalid_argument(format!(
-                "malformed gRPC-Web request: {}",
-                &status.message()[TONIC_WEB_DECODE.len()..]
-            ))
-        }
-        status => status,
-    };
-    if matches!(rewritten.code(), Code::ResourceExhausted | Code::InvalidArgument) {
-        // add_header only fails on a message that cannot be a header; ours came from one.
-        let _ = rewritten.add_header(response.headers_mut());
-    }
+/// A trailers-only response (a call that failed before its answer began) with its
+/// status as [`caller_fault`] has it.
+fn caller_faults(mut response: http::Response<Body>) -> http::Response<Body> {
+    rewrite(response.headers_mut());
     response
 }
 
-/// What tonic-web's errors start with; in a request's status, every one is about a body
-/// it could not read (its response errors never reach this layer).
-const TONIC_WEB_DECODE: &str = "tonic-web: ";
+/// Rewrites the status in `headers` (a trailers-only response's headers, or trailers) as
+/// [`caller_fault`] has it; other headers and statuses stay as they are.
+fn rewrite(headers: &mut http::HeaderMap) {
+    let Some(status) = Status::from_header_map(headers) else { return };
+    let code = status.code();
+    let rewritten = caller_fault(status);
+    if rewritten.code() != code {
+        // add_header only fails on a message that cannot be a header; these are ASCII,
+        // or came from one.
+        let _ = rewritten.add_header(headers);
+    }
+}
+
+/// A response body whose trailers carry the status as [`rewrite`] has it, and which ends
+/// with [`PANICKED`] if polling it panics.
+struct SentBody {
+    /// `None` once it panicked, or ended.
+    inner: Option<Body>,
+}
+
+impl SentBody {
+    fn new(inner: Body) -> Self {
+        SentBody { inner: Some(inner) }
+    }
+
+    /// The trailers of a call that panicked.
+    fn panicked() -> Frame<Bytes> {
+        let mut trailers = http::HeaderMap::new();
+        // A fixed ASCII message always makes valid headers.
+        let _ = Status::internal(PANICKED).add_header(&mut trailers);
+        Frame::trailers(trailers)
+    }
+}
+
+impl http_body::Body for SentBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let Some(inner) = self.inner.as_mut() else { return Poll::Ready(None) };
+        let polled = catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll_frame(cx)));
+        match polled {
+            Ok(Poll::Ready(Some(Ok(frame)))) => {
+                let frame = match frame.into_trailers() {
+                    Ok(mut trailers) => {
+                        rewrite(&mut trailers);
+                        Frame::trailers(trailers)
+                    }
+                    Err(frame) => frame,
+                };
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Ok(Poll::Ready(None)) => {
+                self.inner = None;
+                Poll::Ready(None)
+            }
+            Ok(other) => other,
+            Err(_panic) => {
+                // What is left of the body may be broken: it goes, and a panic of its own
+                // while it goes is caught too.
+                let broken = self.inner.take();
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(broken)));
+                Poll::Ready(Some(Ok(Self::panicked())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.as_ref().map(http_body::Body::size_hint).unwrap_or_default()
+    }
+}
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use http_body_util::BodyExt;
+    use tonic::{Code, Request, Response, Streaming};
+
     use super::*;
+    use crate::pb;
+    use crate::pb::game_solver_service_client::GameSolverServiceClient;
+    use crate::pb::game_solver_service_server::{GameSolverService, GameSolverServiceServer};
+    use crate::server::metrics::{CallMetricsLayer, Metrics};
+
+    type Answers<T> = futures::stream::BoxStream<'static, Result<T, Status>>;
+
+    /// A solver service that panics on purpose: `Solve` in its handler, `SolveBatchStream`
+    /// in its answer stream after one answer; `SolveStream` answers each request it
+    /// decodes and ends with the status of one it cannot.
+    struct Panics;
+
+    #[tonic::async_trait]
+    impl GameSolverService for Panics {
+        async fn solve(&self, _: Request<pb::SolveRequest>) -> Result<Response<pb::SolveResponse>, Status> {
+            panic!("Solve panics on purpose")
+        }
+
+        async fn solve_batch(
+            &self,
+            _: Request<pb::SolveBatchRequest>,
+        ) -> Result<Response<pb::SolveBatchResponse>, Status> {
+            Ok(Response::new(pb::SolveBatchResponse::default()))
+        }
+
+        type SolveStreamStream = Answers<pb::SolveStreamResponse>;
+
+        async fn solve_stream(
+            &self,
+            request: Request<Streaming<pb::SolveStreamRequest>>,
+        ) -> Result<Response<Self::SolveStreamStream>, Status> {
+            let answers =
+                request.into_inner().map(|request| request.map(|_| pb::SolveStreamResponse::default()));
+            Ok(Response::new(Box::pin(answers)))
+        }
+
+        type SolveBatchStreamStream = Answers<pb::SolveBatchStreamResponse>;
+
+        async fn solve_batch_stream(
+            &self,
+            _: Request<Streaming<pb::SolveBatchStreamRequest>>,
+        ) -> Result<Response<Self::SolveBatchStreamStream>, Status> {
+            let first = futures::stream::iter([Ok(pb::SolveBatchStreamResponse::default())]);
+            // Pending once, so that the first answer is sent on its own before the panic.
+            let mut waited = false;
+            let then = futures::stream::poll_fn(move |cx| -> Poll<Option<_>> {
+                if !std::mem::replace(&mut waited, true) {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                panic!("the stream panics on purpose")
+            });
+            Ok(Response::new(Box::pin(first.chain(then))))
+        }
+    }
+
+    /// [`Panics`] behind the metrics and this layer, as the server stacks them, on a
+    /// loopback port; its metrics, its address and the task serving it.
+    async fn serve_panics() -> (Metrics, std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let metrics = Metrics::new(Arc::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = tonic::transport::Server::builder()
+            .layer(CallMetricsLayer { metrics: metrics.clone() })
+            .layer(GrpcCodesLayer { request_timeout: None })
+            .add_service(GameSolverServiceServer::new(Panics));
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let task = tokio::spawn(async move { router.serve_with_incoming(incoming).await.unwrap() });
+        (metrics, addr, task)
+    }
+
+    /// The value of the `calls_total` series of `method` and `code`, 0 if absent.
+    fn calls(metrics: &Metrics, method: &str, code: &str) -> String {
+        let series = format!(
+            "gamesolver_calls_total{{service=\"gamesolver.v1.GameSolverService\",method=\"{method}\",code=\"{code}\"}} "
+        );
+        let text = metrics.encode();
+        text.lines().find_map(|line| line.strip_prefix(&series)).unwrap_or("0").to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_a_handler_or_an_answer_stream_is_that_calls_internal_and_counted_so() {
+        let (metrics, addr, task) = serve_panics().await;
+        let mut client = GameSolverServiceClient::connect(format!("http://{addr}")).await.unwrap();
+        let status = client.solve(pb::SolveRequest::default()).await.unwrap_err();
+        assert_eq!((status.code(), status.message()), (Code::Internal, PANICKED));
+
+        let requests = futures::stream::iter([pb::SolveBatchStreamRequest::default()]);
+        let mut answers = client.solve_batch_stream(requests).await.unwrap().into_inner();
+        assert_eq!(answers.next().await.unwrap().unwrap(), pb::SolveBatchStreamResponse::default());
+        let status = answers.next().await.unwrap().unwrap_err();
+        assert_eq!((status.code(), status.message()), (Code::Internal, PANICKED), "trailers, not a reset");
+        assert!(answers.next().await.is_none());
+
+        // The connection lived through both: another call on it is answered.
+        client.solve_batch(pb::SolveBatchRequest::default()).await.unwrap();
+        assert_eq!(calls(&metrics, "Solve", "INTERNAL"), "1");
+        assert_eq!(calls(&metrics, "SolveBatchStream", "INTERNAL"), "1");
+        assert_eq!(calls(&metrics, "SolveBatchStream", "CANCELLED"), "0");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_request_that_does_not_decode_is_invalid_argument_in_headers_and_trailers() {
+        let (metrics, addr, task) = serve_panics().await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        // A problem whose id (field 1 of Problem, field 1 of the request) is not UTF-8.
+        let bad = bytes::Bytes::from_static(&[0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe]);
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_static("/gamesolver.v1.GameSolverService/SolveBatch");
+        let status = grpc
+            .unary(Request::new(bad.clone()), path, RawCodec::<pb::SolveBatchResponse>::new())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(
+            status.message(),
+            "the request message does not decode: Problem.id: SolveBatchRequest.problems: invalid string value: \
+             data is not UTF-8 encoded"
+        );
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_static("/gamesolver.v1.GameSolverService/SolveStream");
+        let good = bytes::Bytes::new();
+        let requests = futures::stream::iter([good, bad]);
+        let mut answers = grpc
+            .streaming(Request::new(requests), path, RawCodec::<pb::SolveStreamResponse>::new())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answers.message().await.unwrap(), Some(pb::SolveStreamResponse::default()));
+        let status = answers.message().await.unwrap_err();
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                Code::InvalidArgument,
+                "the request message does not decode: Problem.id: SolveStreamRequest.problem: invalid string value: \
+                 data is not UTF-8 encoded"
+            )
+        );
+        assert_eq!(calls(&metrics, "SolveBatch", "INVALID_ARGUMENT"), "1");
+        assert_eq!(calls(&metrics, "SolveStream", "INVALID_ARGUMENT"), "1");
+        assert_eq!(calls(&metrics, "SolveStream", "INTERNAL"), "0");
+        task.abort();
+    }
+
+    /// Sends a request's bytes as they are, and decodes answers of type `U` with prost.
+    #[derive(Debug)]
+    struct RawCodec<U>(std::marker::PhantomData<U>);
+
+    impl<U> RawCodec<U> {
+        fn new() -> Self {
+            RawCodec(std::marker::PhantomData)
+        }
+    }
+
+    impl<U: prost::Message + Default + Send + 'static> tonic::codec::Codec for RawCodec<U> {
+        type Encode = bytes::Bytes;
+        type Decode = U;
+        type Encoder = RawEncoder;
+        type Decoder = tonic_prost::ProstDecoder<U>;
+
+        fn encoder(&mut self) -> RawEncoder {
+            RawEncoder
+        }
+
+        fn decoder(&mut self) -> Self::Decoder {
+            tonic_prost::ProstDecoder::default()
+        }
+    }
+
+    /// Writes a message's bytes as given.
+    #[derive(Debug)]
+    struct RawEncoder;
+
+    impl tonic::codec::Encoder for RawEncoder {
+        type Item = bytes::Bytes;
+        type Error = Status;
+
+        fn encode(
+            &mut self,
+            item: bytes::Bytes,
+            buf: &mut tonic::codec::EncodeBuf<'_>,
+        ) -> Result<(), Status> {
+            bytes::BufMut::put_slice(buf, &item);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_making_the_call_or_reading_its_body_is_internal() {
+        use tower::ServiceExt;
+        let layer = GrpcCodesLayer { request_timeout: None };
+        let calling = layer.layer(tower::service_fn(|_: http::Request<Body>| -> futures::future::Ready<Result<http::Response<Body>, std::convert::Infallible>> {
+            panic!("call panics on purpose")
+        }));
+        let response = calling.oneshot(http::Request::new(Body::empty())).await.unwrap();
+        assert_eq!(
+            Status::from_header_map(response.headers()).map(|s| (s.code(), s.message().to_owned())),
+            Some((Code::Internal, PANICKED.to_owned()))
+        );
+
+        let body = http_body_util::StreamBody::new(
+            futures::stream::iter([Ok::<_, Status>(Frame::data(Bytes::from_static(b"\0\0\0\0\0")))]).chain(
+                futures::stream::poll_fn(|_| -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+                    panic!("body panics on purpose")
+                }),
+            ),
+        );
+        let body = std::sync::Mutex::new(Some(Body::new(body)));
+        let reading = layer.layer(tower::service_fn(move |_: http::Request<Body>| {
+            let body = body.lock().unwrap().take().unwrap();
+            futures::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(body)))
+        }));
+        let response = reading.oneshot(http::Request::new(Body::empty())).await.unwrap();
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned().unwrap();
+        assert_eq!(collected.to_bytes(), Bytes::from_static(b"\0\0\0\0\0"));
+        let status = Status::from_header_map(&trailers).unwrap();
+        assert_eq!((status.code(), status.message()), (Code::Internal, PANICKED));
+    }
 
     #[test]
     fn grpc_timeouts_parse_as_the_protocol_writes_them() {

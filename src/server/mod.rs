@@ -30,7 +30,7 @@ use crate::columnar::Descriptor;
 use crate::games::Tables;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
-use crate::service::connect::{ConnectLayer, JsonRequests};
+use crate::service::connect::ConnectLayer;
 use crate::service::{FlightSolverService, GameSolverService};
 use crate::solver::Solver;
 use arrow_flight::flight_service_server::FlightServiceServer;
@@ -46,6 +46,7 @@ mod limits;
 mod log_limit;
 pub mod metrics;
 mod metrics_endpoint;
+mod panics;
 mod process_metrics;
 mod tables;
 pub mod tls;
@@ -53,6 +54,7 @@ mod traces;
 
 pub use log_limit::LogRateLimit;
 pub use metrics::Metrics;
+pub use panics::log_panics;
 pub use tables::TableError;
 pub use tls::{ReloadableTls, TlsSettings};
 pub use traces::{Traces, TracesError};
@@ -270,8 +272,8 @@ impl Server {
         // GrpcWebOnlyLayer turns a gRPC-Web call into a plain gRPC one, and ConnectLayer a
         // Connect call, so that the call span, the metrics, the limits (framing, inflation,
         // the memory budget) and the codes see it as any other call (tests/grpc_web.rs and
-        // tests/connect.rs check their metrics); a Connect JSON message is decoded only
-        // past the limits, by JsonRequests around the solver service. The metrics see the
+        // tests/connect.rs check their metrics); a Connect JSON message is decoded by the
+        // limits, charged to the request budget, once whole and inflated. The metrics see the
         // limits' refusals and the codes as rewritten by GrpcCodesLayer. Without
         // --otlp-endpoint there is no call span layer at all.
         let grpc_web = config.http2.grpc_web.then_some(grpc_web::GrpcWebOnlyLayer);
@@ -343,25 +345,23 @@ impl Server {
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     }
 
-    /// The solver service, with the message and compression settings, and the Connect
-    /// door's JSON decoding in front.
+    /// The solver service, with the message and compression settings.
     fn solver_service(
         config: &ServerConfig,
         solver: Arc<Solver>,
-    ) -> JsonRequests<GameSolverServiceServer<GameSolverService>> {
+    ) -> GameSolverServiceServer<GameSolverService> {
         let max = config.limits.max_message_bytes;
         let service = GameSolverServiceServer::new(GameSolverService::new(solver))
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
             .accept_compressed(CompressionEncoding::Gzip)
             .accept_compressed(CompressionEncoding::Zstd);
-        let service = match config.http2.compress_responses {
+        match config.http2.compress_responses {
             true => {
                 service.send_compressed(CompressionEncoding::Zstd).send_compressed(CompressionEncoding::Gzip)
             }
             false => service,
-        };
-        JsonRequests::new(service, max)
+        }
     }
 
     /// The Arrow Flight door over the same solver, with the same message and compression

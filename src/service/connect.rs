@@ -9,9 +9,11 @@
 //! `Content-Encoding` as `grpc-encoding`, `Connect-Timeout-Ms` as `grpc-timeout`. The
 //! limits then see the message size, inflate a compressed body under the memory budget and
 //! count the call against its client, the metrics count it under its method and code.
-//! A JSON body stays JSON through them: [`JsonRequests`], around the solver service,
-//! decodes it with the protobuf JSON mapping (pbjson, as the bulk client and grpcurl speak
-//! it) into the protobuf the service reads. On the way back the gRPC answer, its message or
+//! A JSON body stays JSON until the limits have it whole (and inflated): they decode it
+//! with `JsonBody::transcode`, in the protobuf JSON mapping (pbjson, as the bulk client
+//! and grpcurl speak it), into the protobuf the service reads, charging the request
+//! budget what the decoding may take (`decoded_json_bytes`) before it takes it, off the
+//! async workers. On the way back the gRPC answer, its message or
 //! its `grpc-status`, `grpc-message` and `grpc-status-details-bin`, becomes a Connect
 //! answer: the message in the request's encoding, or Connect's JSON error body with the
 //! same AIP-193 details (`ErrorInfo`, `BadRequest`) and the HTTP status Connect gives the
@@ -31,7 +33,6 @@
 //! content type.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
@@ -48,11 +49,11 @@ use prost::Message;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::body::Body;
-use tonic::server::NamedService;
 use tonic::{Code, Status};
 use tower::{Layer, Service};
 
 use crate::convert;
+use crate::echo;
 use crate::pb;
 use crate::pb::game_solver_service_server::SERVICE_NAME;
 
@@ -100,14 +101,6 @@ impl Procedure {
             .any(|m| m == self.name())
     }
 
-    /// A JSON request body as the protobuf the service decodes.
-    fn request_to_proto(self, json: &[u8]) -> Result<Vec<u8>, Status> {
-        match self {
-            Procedure::Solve => json_to_proto::<pb::SolveRequest>(json),
-            Procedure::SolveBatch => json_to_proto::<pb::SolveBatchRequest>(json),
-        }
-    }
-
     /// A protobuf response message as JSON.
     fn response_to_json(self, proto: &[u8]) -> Result<Vec<u8>, String> {
         match self {
@@ -133,15 +126,14 @@ fn side_effect_free_methods(descriptor_set: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Decodes a JSON request in the protobuf JSON mapping and encodes it as protobuf. Only a
-/// body that fails is read a second time, for the path of the field to blame.
-fn json_to_proto<T: Message + DeserializeOwned>(json: &[u8]) -> Result<Vec<u8>, Status> {
-    match serde_json::from_slice::<T>(json) {
-        Ok(message) => Ok(message.encode_to_vec()),
-        Err(err) => {
-            Err(convert::invalid_json(format!("invalid JSON request: {}", json_reason::<T>(json, err))))
-        }
-    }
+/// Decodes a JSON request in the protobuf JSON mapping. Only a body that fails is read a
+/// second time, for the path of the field to blame.
+fn json_message<T: DeserializeOwned>(json: &[u8]) -> Result<T, Status> {
+    serde_json::from_slice::<T>(json).map_err(|err| {
+        let reason = json_reason::<T>(json, err);
+        // serde quotes an unknown field or a string it did not expect whole.
+        convert::invalid_json(format!("invalid JSON request: {}", echo::message(&reason)))
+    })
 }
 
 /// Why `json` is not a `T`, with the path of the field at fault in front.
@@ -438,8 +430,8 @@ fn connect_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Refusal> {
             Ok(Some(Duration::from_millis(std::str::from_utf8(digits).unwrap_or("0").parse().unwrap_or(0))))
         }
         false => Err(Refusal::bad_request(format!(
-            "connect-timeout-ms must be a number of milliseconds of at most 10 digits: got {:?}",
-            String::from_utf8_lossy(digits)
+            "connect-timeout-ms must be a number of milliseconds of at most 10 digits: got {}",
+            echo::quoted(&String::from_utf8_lossy(digits))
         ))),
     }
 }
@@ -460,8 +452,8 @@ fn check_protocol_version(version: Option<&[u8]>) -> Result<(), Refusal> {
     match version {
         None | Some(b"1") => Ok(()),
         Some(other) => Err(Refusal::bad_request(format!(
-            "connect-protocol-version must be \"1\": got {:?}",
-            String::from_utf8_lossy(other)
+            "connect-protocol-version must be \"1\": got {}",
+            echo::quoted(&String::from_utf8_lossy(other))
         ))),
     }
 }
@@ -495,8 +487,8 @@ impl GetQuery {
         if let Some(version) = version {
             if version != b"v1" {
                 return Err(bad(format!(
-                    "connect must be \"v1\": got {:?}",
-                    String::from_utf8_lossy(&version)
+                    "connect must be \"v1\": got {}",
+                    echo::quoted(&String::from_utf8_lossy(&version))
                 )));
             }
         }
@@ -872,13 +864,14 @@ struct Refusal {
 
 impl Refusal {
     fn not_found(path: &str) -> Refusal {
+        let shown = echo::bounded(path);
         let streaming = ["SolveStream", "SolveBatchStream"].iter().any(|m| {
             path.strip_prefix('/').and_then(|p| p.strip_prefix(SERVICE_NAME)) == Some(&format!("/{m}"))
         });
         let served = Procedure::ALL.map(|p| format!("/{SERVICE_NAME}/{}", p.name())).join(" and ");
         let message = match streaming {
-            true => format!("{path} is a streaming RPC: call it over gRPC; Connect serves {served}"),
-            false => format!("no procedure at {path}: Connect serves {served}"),
+            true => format!("{shown} is a streaming RPC: call it over gRPC; Connect serves {served}"),
+            false => format!("no procedure at {shown}: Connect serves {served}"),
         };
         Refusal { status: StatusCode::NOT_FOUND, code: Code::Unimplemented, message, header: None }
     }
@@ -897,8 +890,10 @@ impl Refusal {
     }
 
     fn media_type(content_type: Option<&HeaderValue>) -> Refusal {
-        let given = content_type
-            .map_or_else(|| "none".to_owned(), |ct| String::from_utf8_lossy(ct.as_bytes()).into_owned());
+        let given = content_type.map_or_else(
+            || "none".to_owned(),
+            |ct| echo::bounded(&String::from_utf8_lossy(ct.as_bytes())).into_owned(),
+        );
         Refusal {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
             code: Code::InvalidArgument,
@@ -923,104 +918,145 @@ impl Refusal {
     }
 }
 
-/// Marks a translated request whose message is JSON, for [`JsonRequests`]; set only by
-/// [`ConnectLayer`], so a peer cannot ask for it.
+/// A translated request whose message is JSON: set only by [`ConnectLayer`], so a peer
+/// cannot ask for it, and taken by the limits, which decode the message into the protobuf
+/// the service reads ([`JsonBody::transcode`]) once it is whole and inflated, charging
+/// the request budget what the decoding takes before it takes it.
 #[derive(Debug, Clone, Copy)]
-struct JsonBody(Procedure);
+pub(crate) struct JsonBody(Procedure);
 
-/// Wraps the solver service: a Connect JSON request's message, once through the limits
-/// (which inflated and budgeted it), is decoded into protobuf for the service. Other
-/// requests pass untouched.
-#[derive(Debug, Clone)]
-pub struct JsonRequests<S> {
-    inner: S,
-    max_message_bytes: usize,
-}
-
-impl<S> JsonRequests<S> {
-    /// `inner`, whose requests are at most `max_message_bytes` (`--max-message-bytes`).
-    pub fn new(inner: S, max_message_bytes: usize) -> Self {
-        JsonRequests { inner, max_message_bytes }
-    }
-}
-
-impl<S: NamedService> NamedService for JsonRequests<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-impl<S> Service<http::Request<Body>> for JsonRequests<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Either<S::Future, BoxFuture<'static, Result<Self::Response, Infallible>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
+impl JsonBody {
+    /// The mark of a Connect JSON request, taken off it; `None` for any other request.
+    pub(crate) fn take(request: &mut http::Request<Body>) -> Option<JsonBody> {
+        request.extensions_mut().remove::<JsonBody>()
     }
 
-    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
-        let Some(JsonBody(procedure)) = request.extensions_mut().remove::<JsonBody>() else {
-            return Either::Left(self.inner.call(request));
-        };
-        // The clone that was made ready is the one that is called.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let max = self.max_message_bytes;
-        Either::Right(Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let message = match read_message(body, max).await {
-                Ok(message) => message,
-                Err(status) => return Ok(status.into_http()),
-            };
-            let message = match json_message(&message, max) {
-                Some(json) => match procedure.request_to_proto(json) {
-                    Ok(proto) => frame(&proto),
-                    Err(status) => return Ok(status.into_http()),
-                },
-                // Too large, compressed with an encoding the limits did not know, or cut
-                // short: tonic refuses it as it would from a gRPC client.
-                None => message,
-            };
-            inner.call(http::Request::from_parts(parts, Body::new(Full::new(message)))).await
-        }))
-    }
-}
-
-/// The body of a translated request, read whole: one gRPC message, or the header of one
-/// that is too large. Never more than a message's header and the limit.
-async fn read_message(mut body: Body, max: usize) -> Result<Bytes, Status> {
-    let mut bytes = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(mut data) = frame?.into_data() {
-            bytes.put(&mut data);
-        }
-        if bytes.len() > GRPC_HEADER + max {
-            break;
+    /// The JSON message `json` as the uncompressed gRPC frame of its protobuf, for the
+    /// service. `charge(held, decoded)` is asked for the bytes held at each step before
+    /// they are taken, with `decoded` what the message may hold decoded
+    /// ([`decoded_json_bytes`]): the JSON and that, before a byte of it is decoded; then,
+    /// the JSON dropped, that and the protobuf frame, before it is written. A refusal ends
+    /// it there. A protobuf message above `max` bytes is refused as tonic refuses one
+    /// from a gRPC client. This is CPU work for a large body (60 MiB of JSON takes a
+    /// second on one core): call it off the async workers.
+    pub(crate) fn transcode(
+        self,
+        json: Bytes,
+        max: usize,
+        charge: &mut dyn FnMut(usize, usize) -> Result<(), Status>,
+    ) -> Result<Vec<u8>, Status> {
+        let decoded = decoded_json_bytes(&json);
+        charge(json.len() + decoded, decoded)?;
+        match self.0 {
+            Procedure::Solve => json_to_frame::<pb::SolveRequest>(json, decoded, max, charge),
+            Procedure::SolveBatch => json_to_frame::<pb::SolveBatchRequest>(json, decoded, max, charge),
         }
     }
-    Ok(bytes.freeze())
 }
 
-/// The JSON of a whole, uncompressed message within the limit; `None` otherwise.
-fn json_message(message: &Bytes, max: usize) -> Option<&[u8]> {
-    let (header, json) = (message.get(..GRPC_HEADER)?, &message[GRPC_HEADER..]);
-    let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    (header[0] == 0 && len <= max && json.len() == len).then_some(json)
+/// Decodes a JSON request, drops the JSON, and encodes the message as one uncompressed
+/// gRPC frame, charging the frame (beside the `decoded` message) before it is written.
+fn json_to_frame<T: Message + DeserializeOwned>(
+    json: Bytes,
+    decoded: usize,
+    max: usize,
+    charge: &mut dyn FnMut(usize, usize) -> Result<(), Status>,
+) -> Result<Vec<u8>, Status> {
+    let message = json_message::<T>(&json)?;
+    // The message owns its strings: the JSON is no longer needed.
+    drop(json);
+    let len = message.encoded_len();
+    if len > max {
+        // What tonic says of a protobuf message above the limit, as the limits rewrite it.
+        return Err(Status::resource_exhausted(format!(
+            "Error, decoded message length too large: found {len} bytes, the limit is: {max} bytes"
+        )));
+    }
+    charge(decoded + GRPC_HEADER + len, decoded)?;
+    let mut framed = Vec::with_capacity(GRPC_HEADER + len);
+    framed.push(0);
+    // Within `max`, which is below 4 GiB (a gRPC header's length is 32 bits).
+    framed.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    message
+        .encode(&mut framed)
+        .map_err(|err| Status::internal(format!("cannot encode the request: {err}")))?;
+    Ok(framed)
 }
 
-/// `message` as one uncompressed gRPC message.
-fn frame(message: &[u8]) -> Bytes {
-    let mut framed = BytesMut::with_capacity(GRPC_HEADER + message.len());
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
-    framed.put_slice(message);
-    framed.freeze()
+/// What a JSON request in the protobuf JSON mapping may hold once decoded, in bytes, read
+/// from its text without decoding it: an upper bound of what serde and pbjson allocate
+/// for it, so that it can be charged to the request budget before they do. Each string
+/// its length (twice when it has escapes, which serde_json unescapes through a scratch
+/// buffer), each object in an array a problem's struct in a vector that grows by
+/// doubling, each other value in an array 8 bytes in one (a stone or a pile), and each
+/// array the room an integer list starts with. The objects outside arrays (the request,
+/// a problem's game) sit inside their parent's struct. The text is not validated: the
+/// decoding that follows stops at the first fault, having allocated no more than its
+/// part of the bound. Nesting deeper than serde_json's limit ends the count there.
+pub(crate) fn decoded_json_bytes(json: &[u8]) -> usize {
+    /// A problem's slot in its batch's vector: the struct, twice for the doubling.
+    const OBJECT_IN_ARRAY: usize = 2 * std::mem::size_of::<pb::Problem>();
+    /// An integer's slot in its list, twice for the doubling.
+    const VALUE_IN_ARRAY: usize = 2 * std::mem::size_of::<u64>();
+    /// The room an integer list starts with (`json_number::NumberVec`).
+    const ARRAY: usize = 16 * std::mem::size_of::<u64>();
+    /// serde_json refuses deeper nesting (its recursion limit is 128).
+    const DEPTH: usize = 256;
+    let mut arrays = [false; DEPTH];
+    let mut depth = 0;
+    let mut bytes = 0usize;
+    let mut at = 0;
+    while let Some(&byte) = json.get(at) {
+        let in_array = depth > 0 && arrays[depth - 1];
+        at += 1;
+        match byte {
+            b'"' => {
+                let start = at;
+                let mut escaped = false;
+                let mut end = json.len();
+                while let Some(&b) = json.get(at) {
+                    at += 1;
+                    match b {
+                        b'\\' => {
+                            escaped = true;
+                            at += 1;
+                        }
+                        b'"' => {
+                            end = at - 1;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let len = end.saturating_sub(start);
+                bytes += if escaped { 2 * len } else { len };
+                bytes += if in_array { VALUE_IN_ARRAY } else { 0 };
+            }
+            b'{' | b'[' => {
+                if depth == DEPTH {
+                    break;
+                }
+                arrays[depth] = byte == b'[';
+                depth += 1;
+                bytes += match (byte, in_array) {
+                    (b'{', true) => OBJECT_IN_ARRAY,
+                    (b'{', false) => 0,
+                    (_, true) => VALUE_IN_ARRAY + ARRAY,
+                    (_, false) => ARRAY,
+                };
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b' ' | b'\t' | b'\n' | b'\r' | b':' | b',' => {}
+            // A number or a literal (`true`, `null`): one value, to its end.
+            _ => {
+                while json.get(at).is_some_and(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b)) {
+                    at += 1;
+                }
+                bytes += if in_array { VALUE_IN_ARRAY } else { 0 };
+            }
+        }
+    }
+    bytes
 }
 
 #[cfg(test)]
@@ -1065,6 +1101,24 @@ mod tests {
     }
 
     #[test]
+    fn a_long_path_or_header_is_quoted_cut() {
+        let path = format!("/{}", "p".repeat(10_000));
+        assert_eq!(
+            Refusal::not_found(&path).message,
+            format!(
+                "no procedure at /{}…: Connect serves /gamesolver.v1.GameSolverService/Solve and \
+             /gamesolver.v1.GameSolverService/SolveBatch",
+                "p".repeat(99)
+            )
+        );
+        let version = "2".repeat(10_000);
+        assert_eq!(
+            check_protocol_version(Some(version.as_bytes())).unwrap_err().message,
+            format!("connect-protocol-version must be \"1\": got \"{}…\"", "2".repeat(100))
+        );
+    }
+
+    #[test]
     fn timeouts_translate_to_grpc() {
         assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500m");
         assert_eq!(grpc_timeout(Duration::from_millis(9_999_999_999)), "10000000S");
@@ -1098,26 +1152,88 @@ mod tests {
             .contains("\"v1\""));
     }
 
+    /// `json` transcoded as a `procedure`'s request under `max`, and what was charged.
+    fn transcode(procedure: Procedure, json: &[u8], max: usize) -> (Result<Vec<u8>, Status>, Vec<usize>) {
+        let mut charged = Vec::new();
+        let result = JsonBody(procedure).transcode(Bytes::copy_from_slice(json), max, &mut |held, _| {
+            charged.push(held);
+            Ok(())
+        });
+        (result, charged)
+    }
+
     #[test]
     fn a_bad_json_request_names_the_field_at_fault() {
-        let status =
-            json_to_proto::<pb::SolveRequest>(br#"{"problem":{"stoneGameIv":{"n":-5}}}"#).unwrap_err();
+        let message = |json: &[u8]| transcode(Procedure::Solve, json, 1 << 20).0.unwrap_err();
+        let status = message(br#"{"problem":{"stoneGameIv":{"n":-5}}}"#);
         assert_eq!(status.code(), Code::InvalidArgument);
-        assert!(
-            status.message().starts_with("invalid JSON request: problem.stoneGameIv.n: "),
-            "{}",
-            status.message()
+        assert_eq!(
+            status.message(),
+            "invalid JSON request: problem.stoneGameIv.n: -5 is not a uint64 at line 1 column 34"
         );
-        let status = json_to_proto::<pb::SolveRequest>(b" ").unwrap_err();
+        let status = message(b" ");
         assert_eq!(status.message(), "invalid JSON request: the body is empty; send one JSON object");
-        let status = json_to_proto::<pb::SolveRequest>(br#"{"problem":{}} x"#).unwrap_err();
+        let status = message(br#"{"problem":{}} x"#);
         assert_eq!(status.message(), "invalid JSON request: trailing characters at line 1 column 16");
-        let proto = json_to_proto::<pb::SolveRequest>(br#"{"problem":{"sumGame":{"num":"25??"}}}"#).unwrap();
-        let request = pb::SolveRequest::decode(&proto[..]).unwrap();
+    }
+
+    #[test]
+    fn a_json_request_becomes_one_protobuf_frame_charged_before_it_is_decoded_and_written() {
+        let json = br#"{"problem":{"sumGame":{"num":"25??"}}}"#;
+        let (frame, charged) = transcode(Procedure::Solve, json, 1 << 20);
+        let frame = frame.unwrap();
+        let request = pb::SolveRequest::decode(&frame[GRPC_HEADER..]).unwrap();
+        assert_eq!(frame[..GRPC_HEADER], [0, 0, 0, 0, u8::try_from(frame.len() - GRPC_HEADER).unwrap()]);
         assert_eq!(
             request.problem.unwrap().game,
             Some(pb::problem::Game::SumGame(pb::SumGame { num: "25??".into() }))
         );
+        // The JSON and its strings' bytes (the keys' too), then those and the frame.
+        let strings = "problem".len() + "sumGame".len() + "num".len() + "25??".len();
+        assert_eq!(charged, [json.len() + strings, strings + frame.len()]);
+
+        // A refusal from the budget ends it before anything is decoded.
+        let mut asked = 0;
+        let json = Bytes::from_static(br#"{"problems":[{}]}"#);
+        let refused = JsonBody(Procedure::SolveBatch).transcode(json, 1 << 20, &mut |_, _| {
+            asked += 1;
+            Err(Status::resource_exhausted("no room"))
+        });
+        assert_eq!((refused.unwrap_err().message(), asked), ("no room", 1));
+
+        // A protobuf above the message limit is refused as tonic refuses one.
+        let (refused, charged) =
+            transcode(Procedure::SolveBatch, br#"{"problems":[{"stoneGameIv":{"n":1e19}}]}"#, 12);
+        let status = refused.unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(
+            status.message(),
+            "Error, decoded message length too large: found 15 bytes, the limit is: 12 bytes"
+        );
+        assert_eq!(charged.len(), 1);
+    }
+
+    #[test]
+    fn what_a_json_request_decodes_to_is_bounded_from_its_text() {
+        let problem = std::mem::size_of::<pb::Problem>();
+        // A batch of objects: a problem's slot each, twice; its keys' bytes.
+        let batch = br#"{"problems":[{},{},{}]}"#;
+        assert_eq!(decoded_json_bytes(batch), "problems".len() + 128 + 3 * 2 * problem);
+        // A list of integers: its room to start with, and 16 bytes an integer.
+        let stones = br#"{"problem":{"stoneGameIx":{"stones":[1,2,"3",4e0]}}}"#;
+        assert_eq!(decoded_json_bytes(stones), 7 + 11 + 6 + 128 + 4 * 16 + 1);
+        // A string with an escape, twice (serde_json's scratch copy).
+        assert_eq!(decoded_json_bytes(br#"{"id":"a\"b"}"#), 2 + 2 * 4);
+        // Nesting past serde_json's limit ends the count.
+        let deep = "[".repeat(100_000);
+        assert_eq!(decoded_json_bytes(deep.as_bytes()), 128 + 255 * (128 + 16));
+
+        // The bound holds what the decoded message holds, for every game's problems.
+        let json = br#"{"problems":[{"id":"a","sumGame":{"num":"25??"}},{"stoneGameIx":{"stones":[1,2,3]}},
+            {"stoneGameIv":{"n":"7"}},{"nimSquare":{"piles":[4,5]}},{}]}"#;
+        let request: pb::SolveBatchRequest = serde_json::from_slice(json).unwrap();
+        let held: usize = request.problems.iter().map(convert::problem_bytes).sum();
+        assert!(decoded_json_bytes(json) >= held + request.problems.capacity() * problem);
     }
 
     #[test]

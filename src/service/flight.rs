@@ -124,13 +124,28 @@ fn not_served(method: &str) -> Status {
     ))
 }
 
-/// The descriptor a Flight request names, as this server reads it: a path.
+/// The descriptor a Flight request names, as this server reads it: a path. Any other
+/// type (a command, `UNKNOWN`, a number no type has) is refused, naming it.
 fn descriptor(descriptor: Option<&FlightDescriptor>) -> Result<Descriptor, Status> {
     let invalid = |message: String| Status::invalid_argument(message);
     let descriptor = descriptor
         .ok_or_else(|| invalid(format!("no descriptor in the request: {}", DescriptorError::NoGame)))?;
-    if descriptor.r#type() == DescriptorType::Cmd {
-        return Err(invalid(format!("the descriptor is a command, not a path: {}", DescriptorError::NoGame)));
+    let kind = descriptor.r#type;
+    match DescriptorType::try_from(kind) {
+        Ok(DescriptorType::Path) => {}
+        Ok(DescriptorType::Cmd) => {
+            return Err(invalid(format!(
+                "the descriptor is a command, not a path: {}",
+                DescriptorError::NoGame
+            )))
+        }
+        other => {
+            let shown = other.map_or(kind.to_string(), |known| format!("{} ({kind})", known.as_str_name()));
+            return Err(invalid(format!(
+                "the descriptor's type is {shown}, not PATH: {}",
+                DescriptorError::NoGame
+            )));
+        }
     }
     Descriptor::parse(&descriptor.path).map_err(|err| invalid(err.to_string()))
 }

@@ -19,8 +19,6 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
-use crate::convert;
-
 /// A stream's budget counts memory in these units, so that a `u32` of permits spans
 /// terabytes.
 const BUDGET_UNIT: usize = 1024;
@@ -94,7 +92,7 @@ where
             async move { (request, admitted.await) }
         })
         .map(move |(request, admitted)| {
-            let answer = request.map_err(convert::over_limit_is_exhausted).map(&mut solve);
+            let answer = request.map(&mut solve);
             let solving = Arc::clone(&solving);
             async move {
                 let _admitted = admitted;

@@ -4,14 +4,16 @@
 //! `columns` resolves a table's columns (renamed by `--column`) into what is sent and what
 //! is written; `read` reads the needed columns in bounded batches (Arrow IPC through
 //! `ipc_input`, which checks every message with the Flight door's reader); `csv` parses the text
-//! cells of a CSV; `fingerprint` proves what rows an output answers; `answers` checks a
-//! server's answer and turns answers into output rows or JSON lines; `write` writes any
+//! cells of a CSV, whose records `csv_records` bounds in length; `fingerprint` proves what
+//! rows an output answers; `answers` checks a server's answer and turns answers into
+//! output rows or JSON lines; `write` writes any
 //! output format as it goes and reads back what a cut-off run left; `resume` continues a
 //! cut-off output.
 
 pub(crate) mod answers;
 pub(crate) mod columns;
 pub(crate) mod csv;
+pub(crate) mod csv_records;
 pub(crate) mod fingerprint;
 pub(crate) mod ipc_input;
 pub(crate) mod read;

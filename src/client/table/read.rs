@@ -24,6 +24,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::columns::InputColumns;
+use super::csv_records::{BoundedRecords, TooLongRow, TooLongRows};
 use super::ipc_input::{IpcFile, IpcStream};
 use crate::client::embedded::BoxError;
 use crate::client::format::Format;
@@ -106,16 +107,19 @@ impl TableSource {
     }
 
     /// A reader of `columns`' projection, `batch_rows` rows a batch at most and about
-    /// `batch_bytes` at most.
+    /// `batch_bytes` at most; a CSV record longer than `max_line_bytes` is read past, its
+    /// row noted in [`TableReader::too_long_rows`].
     pub fn reader(
         self,
         columns: &InputColumns,
         batch_rows: usize,
         batch_bytes: usize,
+        max_line_bytes: usize,
     ) -> Result<TableReader, InputError> {
         let projection = columns.projection().to_vec();
         let (path, format) = (self.path, self.format);
         let fail = |source: BoxError| InputError::OpenTable { path: path.clone(), format, source };
+        let too_long = TooLongRows::default();
         let (batches, position, total): (Batches, Position, Option<u64>) = match self.opened {
             Opened::Parquet(builder) => {
                 let total = builder.metadata().file_metadata().num_rows().max(0) as u64;
@@ -139,6 +143,8 @@ impl TableSource {
                 (Box::new(reader.project(projection).map_err(fail)?), Position::Bytes(raw), len)
             }
             Opened::Csv(bytes, raw, len) => {
+                let fields = self.schema.fields().len();
+                let bytes = BoundedRecords::new(bytes, max_line_bytes, fields, too_long.clone());
                 let reader = arrow_csv::ReaderBuilder::new(self.schema)
                     .with_header(true)
                     .with_batch_size(batch_rows)
@@ -150,6 +156,7 @@ impl TableSource {
         };
         Ok(TableReader {
             path,
+            too_long,
             batches,
             position,
             total,
@@ -222,6 +229,8 @@ enum Position {
 /// The batches of a table's projected columns, bounded in rows and bytes.
 pub struct TableReader {
     path: PathBuf,
+    /// CSV rows read past for their length.
+    too_long: TooLongRows,
     batches: Batches,
     position: Position,
     total: Option<u64>,
@@ -295,6 +304,12 @@ impl TableReader {
                 Ok(false)
             }
         }
+    }
+
+    /// The rows before `end` that were too long to read (CSV), taken out: each stands in
+    /// its batch as a row of empty cells and is answered with its `LINE_TOO_LONG` error.
+    pub fn too_long_rows(&self, end: u64) -> Vec<TooLongRow> {
+        self.too_long.take_before(end)
     }
 
     /// Rows handed out so far.
@@ -457,7 +472,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(columns.projection(), [0, 2]);
-            let mut reader = source.reader(&columns, 256, 1 << 20).unwrap();
+            let mut reader = source.reader(&columns, 256, 1 << 20, 1 << 20).unwrap();
             let mut ids = Vec::new();
             let mut sizes = Vec::new();
             while let Some(batch) = reader.next_batch().unwrap() {
@@ -480,7 +495,7 @@ mod tests {
             let source = TableSource::open(&InputSource::File(path), format).unwrap();
             let renames = ColumnMap::new(["id=junk".parse().unwrap()]).unwrap();
             let columns = InputColumns::resolve(source.schema(), &renames, "t", false, false).unwrap();
-            let mut reader = source.reader(&columns, 1000, 20_000).unwrap();
+            let mut reader = source.reader(&columns, 1000, 20_000, 1 << 20).unwrap();
             let mut batches = 0;
             while let Some(batch) = reader.next_batch().unwrap() {
                 assert!(batch.num_rows() < 1000, "{format}");
@@ -540,7 +555,7 @@ mod tests {
         let source = TableSource::open(&InputSource::File(path), Format::Parquet).unwrap();
         let columns =
             InputColumns::resolve(source.schema(), &ColumnMap::default(), "t", false, false).unwrap();
-        let mut reader = source.reader(&columns, 100, 1 << 20).unwrap();
+        let mut reader = source.reader(&columns, 100, 1 << 20, 1 << 20).unwrap();
         let mut seen = 0;
         assert_eq!(reader.skip(250, |batch| seen += batch.num_rows()).unwrap(), 250);
         assert_eq!((seen, reader.rows()), (250, 250));

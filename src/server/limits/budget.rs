@@ -19,6 +19,7 @@ use tonic::Status;
 use super::inflate::{self, Inflate};
 use super::{units, CallLimits, Requests, BUDGET_UNIT, GRPC_HEADER, MESSAGE_COPIES};
 use crate::server::connection::admission::{FairShare, Holder, Refusal, Share};
+use crate::service::connect::JsonBody;
 use crate::service::memory::{MemoryHold, RequestMemory};
 use crate::service::stream_idle_status;
 
@@ -38,6 +39,11 @@ enum Phase {
     AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
     Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
+    /// Waiting for a slot (the inflations' slots) to decode a whole Connect JSON message,
+    /// holding it.
+    AwaitingTranscode { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
+    /// Decoding a Connect JSON message into protobuf on the blocking pool.
+    Transcoding(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
 }
 
 /// What a call's request messages are: how they are compressed, and what they carry.
@@ -47,6 +53,8 @@ pub(super) struct Messages {
     pub(super) inflate: Option<Inflate>,
     /// What they carry, for charging them decoded.
     pub(super) requests: Requests,
+    /// A Connect JSON call's: each message is decoded into protobuf here.
+    pub(super) json: Option<JsonBody>,
 }
 
 /// A request body whose messages are admitted against the server-wide budget and whose
@@ -56,6 +64,7 @@ pub(super) struct Budgeted {
     inflate: Option<Inflate>,
     /// What the messages are, for charging them decoded.
     requests: Requests,
+    json: Option<JsonBody>,
     buf: BytesMut,
     phase: Phase,
     messages: u64,
@@ -85,6 +94,7 @@ impl Budgeted {
             inner,
             inflate: messages.inflate,
             requests: messages.requests,
+            json: messages.json,
             buf: BytesMut::new(),
             phase: Phase::Header,
             messages: 0,
@@ -169,9 +179,13 @@ impl Budgeted {
                     if self.buf.len() < GRPC_HEADER + len {
                         return Poll::Ready(None);
                     }
-                    let message = self.buf.split_to(GRPC_HEADER + len).freeze();
+                    let message = self.take_message(GRPC_HEADER + len);
                     if compressed {
                         self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+                        continue;
+                    }
+                    if self.json.is_some() {
+                        self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
                         continue;
                     }
                     self.phase = Phase::Header;
@@ -200,8 +214,6 @@ impl Budgeted {
                     let Poll::Ready(done) = Pin::new(job).poll(cx) else {
                         return Poll::Pending;
                     };
-                    self.phase = Phase::Header;
-                    self.messages += 1;
                     let inflated = match done {
                         Ok((inflated, held)) => {
                             *self.held.lock() = Some(held);
@@ -209,19 +221,73 @@ impl Budgeted {
                         }
                         Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
                     };
-                    let charged = inflated.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    let frame = match inflated {
+                        // A JSON message, inflated, is decoded next.
+                        Ok(frame) if self.json.is_some() => {
+                            let message = Bytes::from(frame);
+                            self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
+                            continue;
+                        }
+                        inflated => inflated,
+                    };
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+                    return Poll::Ready(Some(charged.map(Bytes::from)));
+                }
+                Phase::AwaitingTranscode { message, slot } => {
+                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    // Only the JSON's slice is kept: the job drops it once decoded.
+                    let message = std::mem::take(message).slice(GRPC_HEADER..);
+                    let (Some(json), Some(mut held)) = (self.json, self.held.lock().take()) else {
+                        return Poll::Ready(Some(Err(Status::internal("decoding JSON without its budget"))));
+                    };
+                    let max = self.limits.max_message_bytes;
+                    // Decoding 60 MiB of JSON takes a second: off the async workers, one
+                    // a core at most, so that other clients' calls are answered meanwhile.
+                    let job = tokio::task::spawn_blocking(move || {
+                        let _slot = slot;
+                        let transcoded = json.transcode(message, max, &mut |bytes, decoded| {
+                            fit(&mut held, units(bytes), decoded, max)
+                        });
+                        (transcoded, held)
+                    });
+                    self.phase = Phase::Transcoding(job);
+                }
+                Phase::Transcoding(job) => {
+                    let Poll::Ready(done) = Pin::new(job).poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    self.phase = Phase::Header;
+                    self.messages += 1;
+                    let transcoded = match done {
+                        Ok((transcoded, held)) => {
+                            *self.held.lock() = Some(held);
+                            transcoded
+                        }
+                        Err(err) => Err(Status::internal(format!("decoding the JSON request failed: {err}"))),
+                    };
+                    let charged = transcoded.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
                     return Poll::Ready(Some(charged.map(Bytes::from)));
                 }
             }
         }
     }
 
+    /// The first `len` bytes buffered, as a message of their own. The rest is moved out of
+    /// the allocation they share (a few bytes of the next message, at most a read's worth),
+    /// so that the message's memory goes when the message does: left shared, a 60 MiB
+    /// message stayed allocated, unseen by the budget, until the call ended.
+    fn take_message(&mut self, len: usize) -> Bytes {
+        let message = self.buf.split_to(len).freeze();
+        self.buf = BytesMut::from(&self.buf[..]);
+        message
+    }
+
     /// Charges a whole solver request `frame` (header included) its bytes and what it
-    /// decodes to, in place of the copies charged while it arrived: the share grows
-    /// (never waiting, as inflating does) or gives back the difference. One costing more
-    /// than a client may hold runs alone within that, as long as it costs no more than
-    /// the largest message could as its bytes and a copy (what it was charged before its
-    /// decoded size was known); beyond that it is refused, undecoded.
+    /// decodes to, in place of the copies charged while it arrived ([`fit`]).
     fn charge_decoded(&self, frame: &[u8]) -> Result<(), Status> {
         let one_problem = match self.requests {
             Requests::OneProblem => true,

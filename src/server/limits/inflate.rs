@@ -49,7 +49,9 @@ impl Inflate {
     /// message, taking budget into `held` for the output before it grows (never waiting
     /// for it).
     pub(super) fn inflate(self, input: &[u8], limit: usize, held: &mut Share) -> Result<Vec<u8>, Status> {
-        let broken = |err: std::io::Error| Status::internal(format!("cannot inflate the request: {err}"));
+        // A body that does not inflate is the caller's fault, not the server's.
+        let broken =
+            |err: std::io::Error| Status::invalid_argument(format!("cannot inflate the request: {err}"));
         let mut reader: Box<dyn Read> = match self {
             Inflate::Gzip => Box::new(flate2::read::GzDecoder::new(input)),
             Inflate::Zstd => {

@@ -23,6 +23,11 @@
 //! - A solver request is read whole here, then charged what it decodes to (8 bytes a
 //!   stone or pile, a struct a problem), which can be many times its bytes, before
 //!   tonic decodes it; one that cannot have that much is refused undecoded.
+//! - A Connect call's JSON message is decoded into protobuf here, once whole and
+//!   inflated, on the blocking pool (one a core, in the inflations' slots): charged first
+//!   what it may decode to, read from its text, then its protobuf's bytes, and refused
+//!   undecoded when the client may not hold that much; the protobuf is then charged as
+//!   any solver request.
 //! - A call whose first message, or the rest of a message it has begun, does not come
 //!   within `stream_idle_timeout` ends with `DEADLINE_EXCEEDED`.
 //!
@@ -47,6 +52,7 @@ use tower::{Layer, Service};
 
 use super::connection::admission::{FairShare, Holder, PressureMarks, Refusal, Share, SharePolicy};
 use super::connection::state::{ConnectionInfo, ConnectionState};
+use crate::service::connect::JsonBody;
 use crate::service::memory::CallMemory;
 use budget::Budgeted;
 use inflate::Inflate;
@@ -378,7 +384,8 @@ where
                 request.headers_mut().insert("grpc-encoding", unknown);
             }
             let holder: Arc<dyn Holder> = guard.handle.clone().expect("a work call has a handle");
-            let messages = budget::Messages { inflate, requests: Requests::of(request.uri().path()) };
+            let json = JsonBody::take(&mut request);
+            let messages = budget::Messages { inflate, requests: Requests::of(request.uri().path()), json };
             let budget = Budgeted::new(
                 request_body,
                 messages,
