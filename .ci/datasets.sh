@@ -16,20 +16,21 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 rows="${DATASET_ROWS:-1000000}"
 engines="${DATASET_ENGINES:-spark ray}"
-pyarrow_version=26.0.1
-pyspark_version=4.3.0
-ray_version=2.60.0
+# shellcheck source=.ci/python-pins.sh
+source "$root/.ci/python-pins.sh"
 
 log() { echo "datasets.sh: $*" >&2; }
 
 venv="$target/datasets-venv"
 if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
 sys.exit(m.version('pyarrow') != '$pyarrow_version' or m.version('pyspark') != '$pyspark_version'
-         or m.version('ray') != '$ray_version')" 2>/dev/null; then
-    log "pip install pyarrow $pyarrow_version, pyspark $pyspark_version, ray[data] $ray_version"
+         or m.version('ray') != '$ray_version' or m.version('pandas') != '$pandas_version'
+         or m.version('polars') != '$polars_version' or m.version('duckdb') != '$duckdb_version')" 2>/dev/null; then
+    log "pip install pyarrow $pyarrow_version, pyspark $pyspark_version, ray[data] $ray_version," \
+        "pandas $pandas_version, polars $polars_version, duckdb $duckdb_version"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet "pyarrow==$pyarrow_version" "pyspark==$pyspark_version" \
-        "ray[data]==$ray_version"
+        "ray[data]==$ray_version" "pandas==$pandas_version" "polars==$polars_version" "duckdb==$duckdb_version"
 fi
 [[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python
