@@ -675,19 +675,23 @@ mod tests {
     }
 
     #[test]
-    fn a_mixed_row_is_the_game_that_is_set() {
+    fn a_mixed_row_is_the_game_that_is_set_and_a_nan_is_no_game_as_a_null_is() {
         let num: ArrayRef = Arc::new(StringArray::from(vec![Some("11"), None, None, Some("?")]));
         let n: ArrayRef = Arc::new(UInt64Array::from(vec![None, Some(5), None, Some(4)]));
-        let problems = read(vec![("id", n.clone()), ("num", num), ("n", n)], Games::Mixed).unwrap();
-        assert_eq!(
-            problems,
-            vec![
-                Ok(Game::SumGame("11".into())),
-                Ok(Game::StoneGameIv(5)),
-                Err(ProblemError::MissingGame),
-                Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
-            ]
-        );
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![f64::NAN, 5.0, f64::NAN, 4.0]));
+        for n in [n, floats] {
+            let problems =
+                read(vec![("id", num.clone()), ("num", num.clone()), ("n", n)], Games::Mixed).unwrap();
+            assert_eq!(
+                problems,
+                vec![
+                    Ok(Game::SumGame("11".into())),
+                    Ok(Game::StoneGameIv(5)),
+                    Err(ProblemError::MissingGame),
+                    Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
+                ]
+            );
+        }
     }
 
     #[test]
@@ -812,22 +816,6 @@ mod tests {
         );
         let texts: ArrayRef = Arc::new(StringArray::from(vec![Some("1e3"), Some("nan"), Some("x")]));
         assert_eq!(read(vec![("n", texts)], IV).unwrap(), [iv(1000), null, not("\"x\"")]);
-    }
-
-    #[test]
-    fn a_nan_is_no_game_in_a_mixed_row_as_a_null_is() {
-        let num: ArrayRef = Arc::new(StringArray::from(vec![Some("11"), None, None, Some("?")]));
-        let n: ArrayRef = Arc::new(Float64Array::from(vec![f64::NAN, 5.0, f64::NAN, 4.0]));
-        let problems = read(vec![("num", num), ("n", n)], Games::Mixed).unwrap();
-        assert_eq!(
-            problems,
-            vec![
-                Ok(Game::SumGame("11".into())),
-                Ok(Game::StoneGameIv(5)),
-                Err(ProblemError::MissingGame),
-                Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
-            ]
-        );
     }
 
     #[test]
