@@ -14,13 +14,15 @@ target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/interop-venv"
 grpc_version=1.85.1
 protobuf_version=7.36.2
-pyarrow_version=26.0.1
+# shellcheck source=.ci/python-pins.sh
+source .ci/python-pins.sh
 if ! "$venv/bin/python" -c "import importlib.metadata as m, sys
 sys.exit(m.version('grpcio') != '$grpc_version' or m.version('protobuf') != '$protobuf_version'
-         or m.version('pyarrow') != '$pyarrow_version')" 2>/dev/null; then
+         or m.version('pyarrow') != '$pyarrow_version' or m.version('pandas') != '$pandas_version'
+         or m.version('polars') != '$polars_version')" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet "grpcio==$grpc_version" "grpcio-status==$grpc_version" "protobuf==$protobuf_version" \
-    "pyarrow==$pyarrow_version"
+    "pyarrow==$pyarrow_version" "pandas==$pandas_version" "polars==$polars_version"
 fi
 [[ ${CI_INSTALL_ONLY:-} != 1 ]] || exit 0  # .ci/prefetch.sh: installs only
 # --no-deps: the pins above are the dependencies; --no-build-isolation would need setuptools
@@ -36,7 +38,8 @@ generated="$target/interop-generated.jsonl"
 for problems in examples/problems.jsonl examples/errors.jsonl "$generated"; do
   "$venv/bin/python" tests/interop/flight_pyarrow.py "$server" "$problems"
 done
-# The package's Flight helper, as Spark and Ray jobs call it: failover, lying servers.
+# The package's Flight helper, as Spark and Ray jobs call it: failover, lying servers,
+# pandas and Polars frames, the connect deadline.
 "$venv/bin/python" tests/interop/flight_helper.py "$server"
 
 # The package's example, as its README shows it, against a server of its own (stopped on

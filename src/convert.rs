@@ -52,6 +52,17 @@ pub enum ProblemError {
         /// Its position in a list input; `None` for a single integer (`n`).
         index: Option<u64>,
     },
+    /// A table row whose number is not a count: a fraction, an infinity, or beyond
+    /// `uint64` (a float, decimal or text column; columnar input only).
+    #[error("{}: {} = {value} is not a uint64 (a whole number from 0 to 18446744073709551615)", game.name(), element(*game, *index))]
+    NotUint64 {
+        /// The game whose input it is.
+        game: GameKind,
+        /// The value found, as the message shows it: `7.5`, `inf`, `"x"`.
+        value: String,
+        /// Its position in a list input; `None` for a single number (`n`).
+        index: Option<u64>,
+    },
     /// A table row of a `mixed` exchange with more than one game's input set.
     #[error("problem has several games: {}; set only one", inputs(games))]
     SeveralGames {
@@ -82,6 +93,7 @@ impl ProblemError {
             | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. })
             | ProblemError::NullInput { .. }
             | ProblemError::NegativeValue { .. }
+            | ProblemError::NotUint64 { .. }
             | ProblemError::SeveralGames { .. } => Code::InvalidArgument,
             ProblemError::Solve(SolveError::OutOfRange { .. }) => Code::OutOfRange,
             ProblemError::Pool(PoolError::Panicked(_)) => Code::Internal,
@@ -101,6 +113,7 @@ impl ProblemError {
             ProblemError::Pool(PoolError::Gone) => "SERVER_STOPPING",
             ProblemError::NullInput { .. } => "NULL_INPUT",
             ProblemError::NegativeValue { .. } => "NEGATIVE_VALUE",
+            ProblemError::NotUint64 { .. } => "NOT_UINT64",
             ProblemError::SeveralGames { .. } => "SEVERAL_GAMES",
         }
     }
@@ -112,9 +125,9 @@ impl ProblemError {
             ProblemError::MissingProblem => Some("problem"),
             ProblemError::MissingGame | ProblemError::SeveralGames { .. } => Some("problem.game"),
             ProblemError::Solve(err) => Some(err.game().input_path()),
-            ProblemError::NullInput { game, .. } | ProblemError::NegativeValue { game, .. } => {
-                Some(game.input_path())
-            }
+            ProblemError::NullInput { game, .. }
+            | ProblemError::NegativeValue { game, .. }
+            | ProblemError::NotUint64 { game, .. } => Some(game.input_path()),
             ProblemError::Pool(_) => None,
         }
     }
@@ -135,6 +148,10 @@ impl ProblemError {
             ProblemError::NegativeValue { value, index, .. } => {
                 let index = index.map(|index| ("index", index.to_string()));
                 [("value", value.to_string())].into_iter().chain(index).collect()
+            }
+            ProblemError::NotUint64 { value, index, .. } => {
+                let index = index.map(|index| ("index", index.to_string()));
+                [("value", value.clone())].into_iter().chain(index).collect()
             }
             ProblemError::SeveralGames { games } => {
                 vec![("games", games.iter().map(|game| game.label()).collect::<Vec<_>>().join(","))]
@@ -479,6 +496,21 @@ mod tests {
             wire(ProblemError::NegativeValue { game: GameKind::StoneGameIv, value: -1, index: None });
         assert_eq!(negative.message, "stone game iv: n = -1 is negative");
         assert!(!negative.metadata.contains_key("index"));
+        let fraction = wire(ProblemError::NotUint64 {
+            game: GameKind::StoneGameIx,
+            value: "7.5".into(),
+            index: Some(1),
+        });
+        assert_eq!(
+            (fraction.message.as_str(), fraction.reason.as_str(), fraction.field.as_str()),
+            (
+                "stone game ix: stones[1] = 7.5 is not a uint64 (a whole number from 0 to 18446744073709551615)",
+                "NOT_UINT64",
+                "problem.stone_game_ix.stones"
+            )
+        );
+        assert_eq!((fraction.metadata["value"].as_str(), fraction.metadata["index"].as_str()), ("7.5", "1"));
+        assert_eq!(fraction.code, pb::solution_error::Code::InvalidArgument as i32);
         let several =
             wire(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] });
         assert_eq!(

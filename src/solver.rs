@@ -114,7 +114,11 @@ impl<M, P: AsProblem> AsProblem for (M, P) {
 fn label(problem: Result<GameRef<'_>, &ProblemError>) -> &'static str {
     match problem {
         Ok(game) => game.kind().label(),
-        Err(ProblemError::NullInput { game, .. } | ProblemError::NegativeValue { game, .. }) => game.label(),
+        Err(
+            ProblemError::NullInput { game, .. }
+            | ProblemError::NegativeValue { game, .. }
+            | ProblemError::NotUint64 { game, .. },
+        ) => game.label(),
         Err(_) => "none",
     }
 }

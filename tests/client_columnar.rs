@@ -14,8 +14,8 @@ use arrow_array::builder::{ListBuilder, UInt64Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{
-    Array, ArrayRef, Date32Array, FixedSizeBinaryArray, Int64Array, LargeStringArray, RecordBatch,
-    StringArray, UInt64Array,
+    Array, ArrayRef, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float64Array, Int64Array,
+    LargeStringArray, ListArray, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_flight::decode::FlightRecordBatchStream;
@@ -430,6 +430,118 @@ fn a_csv_line_past_the_limit_is_its_rows_error_and_the_run_goes_on() {
     assert!(got[0].error.is_none() && got[3].error.is_none());
 }
 
+/// A list column of `rows`, each item as `item` makes it (of the type `item_type`).
+fn list_of(rows: &[Option<&[u64]>], item_type: DataType, item: impl Fn(&[u64]) -> ArrayRef) -> ArrayRef {
+    let items: Vec<u64> = rows.iter().flatten().flat_map(|row| row.iter().copied()).collect();
+    let lengths = rows.iter().map(|row| row.map_or(0, <[u64]>::len));
+    let nulls = arrow_buffer::NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    let field = Arc::new(Field::new_list_field(item_type, true));
+    Arc::new(ListArray::new(
+        field,
+        arrow_buffer::OffsetBuffer::from_lengths(lengths),
+        item(&items),
+        Some(nulls),
+    ))
+}
+
+/// Decimals of precision 20 and scale 0, as Spark reads and writes a uint64.
+fn decimals(values: impl IntoIterator<Item = Option<u64>>) -> Decimal128Array {
+    Decimal128Array::from_iter(values.into_iter().map(|v| v.map(i128::from)))
+        .with_precision_and_scale(20, 0)
+        .unwrap()
+}
+
+#[test]
+fn tables_as_pandas_and_spark_write_them_answer_as_the_json_lines_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    // One game a row; the large values are exact as floats (2^60, 2^63), as pandas holds
+    // them, and beyond int64 where Spark's decimals hold them.
+    std::fs::write(
+        path("p.jsonl"),
+        "{\"id\":\"a\",\"stoneGameIv\":{\"n\":7}}\n\
+         {\"id\":\"b\",\"stoneGameIx\":{\"stones\":[1,2,3]}}\n\
+         {\"id\":\"c\",\"nimSquare\":{\"piles\":[4,9]}}\n\
+         {\"id\":\"d\",\"sumGame\":{\"num\":\"25??\"}}\n\
+         {\"id\":\"e\",\"stoneGameIv\":{\"n\":\"1152921504606846976\"}}\n\
+         {\"id\":\"f\",\"stoneGameIx\":{\"stones\":[\"9223372036854775808\",5]}}\n",
+    )
+    .unwrap();
+    solve(&[path_str(&path("p.jsonl")), "-o", path_str(&path("ref.jsonl")), "--quiet"], 1);
+    let reference = answers(&path("ref.jsonl"), "jsonl");
+    let reasons: Vec<_> = reference.iter().map(|a| a.reason.as_deref()).collect();
+    assert_eq!(reasons, [None, None, None, None, Some("PILE_ABOVE_LIMIT"), None]);
+
+    let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c", "d", "e", "f"]));
+    let num: ArrayRef = Arc::new(StringArray::from(vec![None, None, None, Some("25??"), None, None]));
+    let n = [Some(7), None, None, None, Some(1 << 60), None];
+    let stones: [Option<&[u64]>; 6] = [None, Some(&[1, 2, 3]), None, None, None, Some(&[1 << 63, 5])];
+    let piles: [Option<&[u64]>; 6] = [None, None, Some(&[4, 9]), None, None, None];
+    let floats =
+        |items: &[u64]| Arc::new(Float64Array::from_iter_values(items.iter().map(|&v| v as f64))) as ArrayRef;
+    let spark = |items: &[u64]| Arc::new(decimals(items.iter().map(|&v| Some(v)))) as ArrayRef;
+    // pandas: `n` as float64 with NaN where the row is another game, lists of floats.
+    let pandas = table(vec![
+        ("id", ids.clone()),
+        ("num", num.clone()),
+        ("n", Arc::new(Float64Array::from_iter_values(n.iter().map(|v| v.map_or(f64::NAN, |v| v as f64))))),
+        ("stones", list_of(&stones, DataType::Float64, floats)),
+        ("piles", list_of(&piles, DataType::Float64, floats)),
+    ]);
+    write_parquet(&path("pandas.parquet"), &pandas);
+    // Spark: uint64 as decimal(20,0), nulls where the row is another game.
+    let decimal = DataType::Decimal128(20, 0);
+    let spark_table = table(vec![
+        ("id", ids),
+        ("num", num),
+        ("n", Arc::new(decimals(n))),
+        ("stones", list_of(&stones, decimal.clone(), spark)),
+        ("piles", list_of(&piles, decimal, spark)),
+    ]);
+    write_parquet(&path("spark.parquet"), &spark_table);
+    // pandas' CSV: `7.0` and an exponent where a float column holds an integer, numpy's
+    // arrays as it prints them, NaN as an empty cell or as `NaN`.
+    std::fs::write(
+        path("pandas.csv"),
+        "id,num,stones,piles,n\n\
+         a,,,,7.0\n\
+         b,,[1 2 3],,NaN\n\
+         c,,,\"[4, 9]\",\n\
+         d,25??,,,\n\
+         e,,,,1.152921504606846976e+18\n\
+         f,,[9223372036854775808 5],,\n",
+    )
+    .unwrap();
+    for input in ["pandas.parquet", "spark.parquet", "pandas.csv"] {
+        let out = path(&format!("{input}.jsonl"));
+        let stderr = solve(&[path_str(&path(input)), "-o", path_str(&out)], 1);
+        assert!(stderr.starts_with("6 problems, 1 error,"), "{input}: {stderr}");
+        assert_eq!(answers(&out, "jsonl"), reference, "{input}");
+    }
+}
+
+#[test]
+fn a_number_that_is_no_count_is_its_rows_error_naming_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("floats.parquet");
+    let n: ArrayRef = Arc::new(Float64Array::from(vec![7.5, f64::INFINITY, -3.0, 1e20, 4.0]));
+    write_parquet(&input, &table(vec![("n", n)]));
+    let output = dir.path().join("floats.jsonl");
+    solve(&[path_str(&input), "-o", path_str(&output)], 1);
+    let errors: Vec<_> =
+        solutions(&output).into_iter().map(|s| s.error.map(|e| (e.reason, e.message))).collect();
+    let not = |value: &str| {
+        Some((
+            "NOT_UINT64".to_owned(),
+            format!(
+                "stone game iv: n = {value} is not a uint64 (a whole number from 0 to 18446744073709551615)"
+            ),
+        ))
+    };
+    let negative = Some(("NEGATIVE_VALUE".to_owned(), "stone game iv: n = -3 is negative".to_owned()));
+    assert_eq!(errors, [not("7.5"), not("inf"), negative, not("1e20"), None]);
+}
+
 #[test]
 fn csv_list_cells_parse_and_a_bad_cell_is_its_rows_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -494,13 +606,19 @@ fn what_cannot_be_read_as_problems_exits_two_before_anything_is_written() {
         stderr.ends_with("has no column \"pile\" (--column n=pile); its columns: key, size\n"),
         "{stderr}"
     );
-    // A float column is no pile size.
+    // A date column is no pile size: the message names the cast in the writers' terms.
     let parquet = dir.path().join("t.parquet");
-    let n: ArrayRef = Arc::new(arrow_array::Float64Array::from(vec![1.0]));
+    let n: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![1]));
     write_parquet(&parquet, &table(vec![("n", n)]));
     let (status, stderr) = client(&["solve", path_str(&parquet), "-o", path_str(&output)]);
     assert_eq!(status.code(), Some(2));
-    assert_eq!(stderr, "gamesolver-client: column \"n\" (n) is Float64; expected an integer type (uint64)\n");
+    assert_eq!(
+        stderr,
+        "gamesolver-client: column \"n\" (n) is Date32; expected whole numbers: an integer type (uint64), or a \
+         float, decimal or string type holding them; cast it first: in pandas df[\"n\"] = \
+         df[\"n\"].astype(\"UInt64\"); in Polars df = df.with_columns(pl.col(\"n\").cast(pl.UInt64)); in Spark \
+         df = df.withColumn(\"n\", F.col(\"n\").cast(\"decimal(20,0)\"))\n"
+    );
     let lines = dir.path().join("p.jsonl");
     std::fs::write(&lines, "{\"stoneGameIv\":{\"n\":1}}\n").unwrap();
     let (status, stderr) = client(&["solve", path_str(&lines), "--column", "n=size"]);

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::builder::{
-    FixedSizeListBuilder, Int64Builder, LargeListBuilder, ListBuilder, StringDictionaryBuilder,
-    UInt32Builder, UInt64Builder,
+    FixedSizeListBuilder, Float64Builder, Int64Builder, LargeListBuilder, ListBuilder,
+    StringDictionaryBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt32Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, Int64Array, LargeStringArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, LargeStringArray, RecordBatch,
+    StringArray, UInt32Array, UInt64Array,
 };
 use arrow_flight::decode::{DecodedPayload, FlightRecordBatchStream};
 use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
@@ -346,7 +347,7 @@ mod model {
     }
 
     pub fn format() -> impl Strategy<Value = Format> {
-        (0u8..4, 0u8..3, 0u8..3, 0u8..4, 0usize..3, 0u8..3)
+        (0u8..4, 0u8..5, 0u8..4, 0u8..4, 0usize..3, 0u8..3)
             .prop_map(|(num, n, lists, id, pad, compression)| Format { num, n, lists, id, pad, compression })
     }
 
@@ -354,8 +355,9 @@ mod model {
     /// the cells as that format can hold them (an unsigned column holds no negatives).
     pub fn table(rows: &[Cells], games: Games, format: Format) -> (RecordBatch, Vec<Cells>) {
         let mut cells: Vec<Cells> = rows.to_vec();
-        let unsigned_n = format.n != 0;
-        let unsigned_lists = format.lists != 0;
+        // Floats and decimals hold negatives as signed integers do.
+        let unsigned_n = matches!(format.n, 1 | 2);
+        let unsigned_lists = matches!(format.lists, 1 | 2);
         for row in &mut cells {
             if unsigned_n {
                 row.n = row.n.map(|n| if format.n == 1 { n.abs().min(4_000_000_000) } else { n.abs() });
@@ -408,6 +410,13 @@ mod model {
             let column: ArrayRef = match format.n {
                 0 => Arc::new(Int64Array::from_iter(values)),
                 1 => Arc::new(UInt32Array::from_iter(values.map(|v| v.map(|v| v as u32)))),
+                // pandas' type for a column with a missing value, and Spark's for uint64.
+                3 => Arc::new(Float64Array::from_iter(values.map(|v| v.map(|v| v as f64)))),
+                4 => Arc::new(
+                    Decimal128Array::from_iter(values.map(|v| v.map(i128::from)))
+                        .with_precision_and_scale(20, 0)
+                        .unwrap(),
+                ),
                 _ => Arc::new(UInt64Array::from_iter(values.map(|v| v.map(|v| v as u64)))),
             };
             columns.push(("n", column));
@@ -427,6 +436,13 @@ mod model {
             0 => {
                 let mut builder = ListBuilder::new(Int64Builder::new());
                 rows.into_iter().for_each(|row| builder.append_option(row));
+                Arc::new(builder.finish())
+            }
+            3 => {
+                let mut builder = ListBuilder::new(Float64Builder::new());
+                for row in rows {
+                    builder.append_option(row.map(|values| values.into_iter().map(|v| v.map(|v| v as f64))));
+                }
                 Arc::new(builder.finish())
             }
             // Empty lists are left out of this type: arrow-rs takes the length of a list
@@ -706,6 +722,12 @@ fn not_served(method: &str) -> String {
     )
 }
 
+/// The door's message for an `n` column of booleans: its type, what is read, the cast.
+const WRONG_TYPE: &str = "column \"n\" is Boolean; expected whole numbers: an integer type (uint64), or a \
+                          float, decimal or string type holding them; cast it first: in pandas df[\"n\"] = \
+                          df[\"n\"].astype(\"UInt64\"); in Polars df = df.with_columns(pl.col(\"n\").cast(pl.UInt64)); \
+                          in Spark df = df.withColumn(\"n\", F.col(\"n\").cast(\"decimal(20,0)\"))";
+
 #[tokio::test]
 async fn each_call_level_error_has_its_code_and_message() {
     let server = TestServer::start(ServerConfig::default()).await;
@@ -717,7 +739,7 @@ async fn each_call_level_error_has_its_code_and_message() {
         (vec!["chess"], n(), unknown),
         (vec![], n(), "the descriptor's path must name a game: one of sum_game, stone_game_ix, stone_game_iv, nim_square, mixed"),
         (vec!["stone_game_iv", "moves"], n(), "unexpected \"moves\" in the descriptor's path: after the game, only \"winner_only\" may follow"),
-        (vec!["stone_game_iv"], batch(vec![("n", Arc::new(StringArray::from(vec!["3"])) as ArrayRef)]), "column \"n\" is Utf8; expected an integer type (uint64)"),
+        (vec!["stone_game_iv"], batch(vec![("n", Arc::new(BooleanArray::from(vec![true])) as ArrayRef)]), WRONG_TYPE),
         (vec!["sum_game"], n(), "no column \"num\": a sum_game batch holds its problems there"),
         (vec!["mixed"], batch(vec![("id", Arc::new(UInt64Array::from(vec![3])) as ArrayRef)]), "no game column: a mixed batch needs at least one of num, stones, n, piles"),
     ];
@@ -785,7 +807,7 @@ async fn a_new_schema_in_mid_stream_is_read_batch_by_batch() {
         ("n", Arc::new(Int64Array::from(vec![1, -1])) as ArrayRef),
         ("id", Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef),
     ]);
-    let wrong = batch(vec![("n", Arc::new(StringArray::from(vec!["1"])) as ArrayRef)]);
+    let wrong = batch(vec![("n", Arc::new(BooleanArray::from(vec![true])) as ArrayRef)]);
     // Two encoders: each sends its own schema message.
     let data = messages(&["stone_game_iv"], vec![first])
         .chain(FlightDataEncoderBuilder::new().build(futures::stream::iter([Ok(second)])))
@@ -818,10 +840,7 @@ async fn a_new_schema_in_mid_stream_is_read_batch_by_batch() {
     );
     // The third batch, of a type the door does not read, ends the exchange.
     let failure = failure.expect("the third batch fails the call");
-    assert_eq!(
-        (failure.code(), failure.message()),
-        (Code::InvalidArgument, "column \"n\" is Utf8; expected an integer type (uint64)")
-    );
+    assert_eq!((failure.code(), failure.message()), (Code::InvalidArgument, WRONG_TYPE));
     assert_eq!(answers.len(), 2);
 }
 

@@ -2,12 +2,13 @@
 //!
 //! The columns are checked once a batch (present, of an accepted type, named once); a
 //! batch that fails that check has no problems at all ([`ColumnError`]). Each row is then
-//! read on its own: a null input, a null in a list, a negative integer or (in `mixed`) a
-//! row with no game or several is that row's [`ProblemError`], and the other rows are
-//! answered. Sliced arrays are read through their offsets. A row's problem borrows the
-//! columns ([`BatchProblems`]); nothing is copied but the inputs the solver takes
-//! ownership of ([`problems`]) and list items of another type than uint64 (converted once
-//! a batch).
+//! read on its own: a null input, a null in a list, a negative integer, a number that is
+//! no count or (in `mixed`) a row with no game or several is that row's [`ProblemError`],
+//! and the other rows are answered. Sliced arrays are read through their offsets. A row's
+//! problem borrows the columns ([`BatchProblems`]); nothing is copied but the inputs the
+//! solver takes ownership of ([`problems`]), list items of another integer type than
+//! uint64, and numbers held as floats, decimals or text (each converted once a batch, by
+//! the rule of [`super::numbers`]).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -21,7 +22,8 @@ use std::borrow::Cow;
 
 use arrow_schema::{DataType, FieldRef};
 
-use super::{accepted_types, spread_bits, Games, ID};
+use super::numbers::Converted;
+use super::{accepted_types, cast_fix, spread_bits, Games, ID};
 use crate::convert::ProblemError;
 use crate::games::{GameKind, GameRef, InputRef, InputShape};
 use crate::solver::{Problem, ProblemRef};
@@ -42,7 +44,7 @@ pub enum ColumnError {
     #[error("no game column: a mixed batch needs at least one of {}", GameKind::ALL.map(GameKind::input).join(", "))]
     NoGameColumn,
     /// A game column of a type this server does not read.
-    #[error("column {column:?} is {found}; expected {expected}")]
+    #[error("column {column:?} is {found}; expected {expected}; {fix}")]
     WrongType {
         /// The column's name.
         column: &'static str,
@@ -50,6 +52,8 @@ pub enum ColumnError {
         found: DataType,
         /// What is accepted, in words.
         expected: &'static str,
+        /// The cast that makes it readable, in pandas, Polars and Spark terms.
+        fix: String,
     },
     /// A column the server reads appears more than once.
     #[error("column {column:?} appears {count} times; keep one")]
@@ -172,6 +176,7 @@ fn present(inputs: &[Input<'_>], rows: usize) -> Vec<u8> {
             }
             Column::Strings(Strings { keys: None, values }) => values.nulls(),
             Column::Integers(integers) => integers.nulls,
+            Column::Numbers(numbers) => numbers.nulls(),
             Column::Lists(lists) => lists.nulls,
         };
         match nulls {
@@ -200,6 +205,8 @@ enum Column<'a> {
     Strings(Strings<'a>),
     /// An integer input (Stone Game IV's `n`).
     Integers(Integers<'a>),
+    /// An integer input held as floats, decimals or text, read once for the batch.
+    Numbers(Converted),
     /// A list of integers (Stone Game IX's `stones`, Nim Square's `piles`).
     Lists(Lists<'a>),
 }
@@ -211,13 +218,16 @@ impl<'a> Input<'a> {
         let array = batch.column(index).as_ref();
         let column = match game.input_shape() {
             InputShape::Text => Strings::of(array).map(Column::Strings),
-            InputShape::Integer => Integers::of(array).map(Column::Integers),
+            InputShape::Integer => Integers::of(array)
+                .map(Column::Integers)
+                .or_else(|| Converted::of(array, 0..array.len()).map(Column::Numbers)),
             InputShape::Integers => Lists::of(array).map(Column::Lists),
         };
         let wrong_type = || ColumnError::WrongType {
             column: game.input(),
             found: array.data_type().clone(),
             expected: accepted_types(game),
+            fix: cast_fix(game, game.input()),
         };
         column.map(|column| Some(Input { game, column })).ok_or_else(wrong_type)
     }
@@ -236,6 +246,10 @@ impl<'a> Input<'a> {
                     .get(row)
                     .map(InputRef::Integer)
                     .map_err(|value| ProblemError::NegativeValue { game, value, index: None })?,
+            },
+            Column::Numbers(numbers) => match numbers.is_null(row) {
+                true => return Err(null()),
+                false => numbers.get(row).map(InputRef::Integer).map_err(|fault| fault.error(game, None))?,
             },
             Column::Lists(lists) => {
                 if lists.nulls.is_some_and(|nulls| nulls.is_null(row)) {
@@ -432,15 +446,35 @@ enum Offsets<'a> {
     FixedSizeList(usize),
 }
 
-/// A list-of-integers column: list, large_list or fixed_size_list.
+impl Offsets<'_> {
+    /// Where the list in `row` starts in the items; `row` = the array's length gives
+    /// where the last ends.
+    #[inline]
+    fn start(&self, row: usize) -> usize {
+        // Offsets a valid array holds are never negative.
+        match *self {
+            Offsets::List(offsets) => offsets[row] as usize,
+            Offsets::LargeList(offsets) => offsets[row] as usize,
+            Offsets::FixedSizeList(size) => row * size,
+        }
+    }
+}
+
+/// A list-of-numbers column: list, large_list or fixed_size_list.
 struct Lists<'a> {
     nulls: Option<&'a NullBuffer>,
     offsets: Offsets<'a>,
-    values: Integers<'a>,
-    /// The items the rows span as counts, from the item at `first` on: the values
-    /// themselves when they are uint64, else converted once for the batch.
-    counts: Cow<'a, [u64]>,
-    first: usize,
+    items: Items<'a>,
+}
+
+/// A list column's items, as counts over the items the rows span (a slice of a large
+/// array converts no more).
+enum Items<'a> {
+    /// Integers: the values themselves when they are uint64, else converted once for the
+    /// batch, from the item at `first` on; a negative one's row is found from `values`.
+    Integers { values: Integers<'a>, counts: Cow<'a, [u64]>, first: usize },
+    /// Floats, decimals or text, read once for the batch.
+    Numbers(Converted),
 }
 
 impl<'a> Lists<'a> {
@@ -460,46 +494,46 @@ impl<'a> Lists<'a> {
             }
             _ => return None,
         };
-        let values = Integers::of(values.as_ref())?;
-        let mut lists = Lists { nulls: array.nulls(), offsets, values, counts: Cow::Borrowed(&[]), first: 0 };
-        // Only the items the rows span: a slice of a large array converts no more.
-        let (first, end) = (lists.start(0), lists.start(array.len()));
-        lists.counts = lists.values.values.counts(first..end);
-        lists.first = first;
-        Some(lists)
-    }
-
-    /// Where the list in `row` starts in the items; `row` = the array's length gives
-    /// where the last ends.
-    #[inline]
-    fn start(&self, row: usize) -> usize {
-        // Offsets a valid array holds are never negative.
-        match self.offsets {
-            Offsets::List(offsets) => offsets[row] as usize,
-            Offsets::LargeList(offsets) => offsets[row] as usize,
-            Offsets::FixedSizeList(size) => row * size,
-        }
+        let span = offsets.start(0)..offsets.start(array.len());
+        let items = match Integers::of(values.as_ref()) {
+            Some(values) => {
+                Items::Integers { counts: values.values.counts(span.clone()), first: span.start, values }
+            }
+            None => Items::Numbers(Converted::of(values.as_ref(), span)?),
+        };
+        Some(Lists { nulls: array.nulls(), offsets, items })
     }
 
     /// The values of the list in `row` (not null) as counts, or the row's error.
     fn values(&self, game: GameKind, row: usize) -> Result<&[u64], ProblemError> {
-        let range = self.start(row)..self.start(row + 1);
-        if let Some(nulls) = self.values.nulls.filter(|nulls| nulls.null_count() > 0) {
+        let range = self.offsets.start(row)..self.offsets.start(row + 1);
+        let (values, counts, first) = match &self.items {
+            Items::Integers { values, counts, first } => (values, counts, *first),
+            Items::Numbers(numbers) => {
+                // The first null, NaN or value that is no count, whichever comes first.
+                return match numbers.first_gap(range.clone()) {
+                    None => Ok(numbers.counts(range)),
+                    Some((index, None)) => Err(ProblemError::NullInput { game, index: Some(index as u64) }),
+                    Some((index, Some(fault))) => Err(fault.error(game, Some(index as u64))),
+                };
+            }
+        };
+        if let Some(nulls) = values.nulls.filter(|nulls| nulls.null_count() > 0) {
             // The first null or negative value, whichever comes first, is the row's error.
             for (index, i) in range.clone().enumerate() {
                 let index = Some(index as u64);
                 if nulls.is_null(i) {
                     return Err(ProblemError::NullInput { game, index });
                 }
-                if let Err(value) = self.values.values.get(i) {
+                if let Err(value) = values.values.get(i) {
                     return Err(ProblemError::NegativeValue { game, value, index });
                 }
             }
-        } else if let Some((index, value)) = self.values.values.first_negative(range.clone()) {
+        } else if let Some((index, value)) = values.values.first_negative(range.clone()) {
             // No null items: only a value's sign is left to check, once.
             return Err(ProblemError::NegativeValue { game, value, index: Some(index as u64) });
         }
-        Ok(&self.counts[range.start - self.first..range.end - self.first])
+        Ok(&counts[range.start - first..range.end - first])
     }
 }
 
@@ -508,10 +542,10 @@ mod tests {
     use std::sync::Arc;
 
     use arrow_array::builder::{ListBuilder, StringDictionaryBuilder, UInt64Builder};
-    use arrow_array::types::Int16Type;
+    use arrow_array::types::{Float32Type, Float64Type, Int16Type};
     use arrow_array::{
-        FixedSizeListArray, Int32Array, Int64Array, Int8Array, LargeListArray, ListArray, UInt32Array,
-        UInt64Array,
+        Decimal128Array, FixedSizeListArray, Float64Array, Int32Array, Int64Array, Int8Array, LargeListArray,
+        ListArray, UInt32Array, UInt64Array,
     };
     use arrow_schema::Field;
 
@@ -641,28 +675,36 @@ mod tests {
     }
 
     #[test]
-    fn a_mixed_row_is_the_game_that_is_set() {
+    fn a_mixed_row_is_the_game_that_is_set_and_a_nan_is_no_game_as_a_null_is() {
         let num: ArrayRef = Arc::new(StringArray::from(vec![Some("11"), None, None, Some("?")]));
         let n: ArrayRef = Arc::new(UInt64Array::from(vec![None, Some(5), None, Some(4)]));
-        let problems = read(vec![("id", n.clone()), ("num", num), ("n", n)], Games::Mixed).unwrap();
-        assert_eq!(
-            problems,
-            vec![
-                Ok(Game::SumGame("11".into())),
-                Ok(Game::StoneGameIv(5)),
-                Err(ProblemError::MissingGame),
-                Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
-            ]
-        );
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![f64::NAN, 5.0, f64::NAN, 4.0]));
+        for n in [n, floats] {
+            let problems =
+                read(vec![("id", num.clone()), ("num", num.clone()), ("n", n)], Games::Mixed).unwrap();
+            assert_eq!(
+                problems,
+                vec![
+                    Ok(Game::SumGame("11".into())),
+                    Ok(Game::StoneGameIv(5)),
+                    Err(ProblemError::MissingGame),
+                    Err(ProblemError::SeveralGames { games: vec![GameKind::SumGame, GameKind::StoneGameIv] }),
+                ]
+            );
+        }
     }
 
     #[test]
     fn a_batch_without_its_column_or_of_a_wrong_type_is_refused_whole() {
         let text: ArrayRef = Arc::new(StringArray::from(vec!["5"]));
         let message = |columns, games| read(columns, games).unwrap_err().to_string();
+        let dates: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![5]));
         assert_eq!(
-            message(vec![("n", text.clone())], IV),
-            r#"column "n" is Utf8; expected an integer type (uint64)"#
+            message(vec![("n", dates)], IV),
+            "column \"n\" is Date32; expected whole numbers: an integer type (uint64), or a float, decimal or \
+             string type holding them; cast it first: in pandas df[\"n\"] = df[\"n\"].astype(\"UInt64\"); in \
+             Polars df = df.with_columns(pl.col(\"n\").cast(pl.UInt64)); in Spark df = df.withColumn(\"n\", \
+             F.col(\"n\").cast(\"decimal(20,0)\"))"
         );
         assert_eq!(
             message(vec![("num", text.clone())], IV),
@@ -674,18 +716,214 @@ mod tests {
         );
         assert_eq!(
             message(vec![("stones", text.clone())], Games::Mixed),
-            r#"column "stones" is Utf8; expected a list of integers (list, large_list or fixed_size_list of uint64)"#
+            "column \"stones\" is Utf8; expected a list of whole numbers (list, large_list or fixed_size_list of \
+             uint64, or of a float, decimal or string type holding them); cast it first: in pandas \
+             df[\"stones\"] = df[\"stones\"].map(lambda v: None if v is None else [int(x) for x in v]); in \
+             Polars df = df.with_columns(pl.col(\"stones\").cast(pl.List(pl.UInt64))); in Spark df = \
+             df.withColumn(\"stones\", F.col(\"stones\").cast(\"array<decimal(20,0)>\"))"
         );
         let n: ArrayRef = Arc::new(UInt64Array::from(vec![5]));
         assert_eq!(message(vec![("n", n.clone()), ("n", n)], IV), r#"column "n" appears 2 times; keep one"#);
-        let floats: ArrayRef =
-            Arc::new(ListArray::from_iter_primitive::<arrow_array::types::Float64Type, _, _>(vec![Some(
-                vec![Some(1.0)],
-            )]));
-        assert_eq!(
-            message(vec![("stones", floats)], IX),
-            r#"column "stones" is List(Float64); expected a list of integers (list, large_list or fixed_size_list of uint64)"#
+        let numbers: ArrayRef = Arc::new(UInt64Array::from(vec![5]));
+        assert!(message(vec![("num", numbers)], Games::Mixed).starts_with(
+            "column \"num\" is UInt64; expected a string type (utf8, large_utf8, utf8_view, or a dictionary of \
+             them); cast it first: in pandas df[\"num\"] = df[\"num\"].astype(\"string\")"
+        ));
+    }
+
+    /// What [`super::super::accepts`] says of a type is what the reader does with it.
+    #[test]
+    fn the_type_test_and_the_reader_agree_on_every_type() {
+        let item = |ty: DataType| Arc::new(Field::new_list_field(ty, true));
+        let scalars = [
+            DataType::Int8,
+            DataType::UInt64,
+            DataType::Float16,
+            DataType::Float32,
+            DataType::Float64,
+            DataType::Decimal32(9, 0),
+            DataType::Decimal64(18, 2),
+            DataType::Decimal128(20, 0),
+            DataType::Decimal256(76, -2),
+            DataType::Utf8,
+            DataType::LargeUtf8,
+            DataType::Utf8View,
+            DataType::Boolean,
+            DataType::Date32,
+            DataType::Timestamp(arrow_schema::TimeUnit::Second, None),
+            DataType::Binary,
+            DataType::Null,
+            DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)),
+            DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Int64)),
+        ];
+        let mut types = scalars.to_vec();
+        for scalar in &scalars {
+            types.push(DataType::List(item(scalar.clone())));
+            types.push(DataType::LargeList(item(scalar.clone())));
+            types.push(DataType::FixedSizeList(item(scalar.clone()), 2));
+        }
+        for kind in GameKind::ALL {
+            for ty in &types {
+                let column = arrow_array::new_empty_array(ty);
+                let batch = batch(vec![(kind.input(), column)]);
+                let read = Input::find(&batch, kind).is_ok();
+                assert_eq!(super::super::accepts(kind, ty), read, "{} as {ty}", kind.input());
+            }
+        }
+    }
+
+    #[test]
+    fn floats_decimals_and_text_are_counts_when_whole_and_nan_is_no_value() {
+        let iv = |value: u64| Ok(Game::StoneGameIv(value));
+        let not = |value: &str| {
+            Err(ProblemError::NotUint64 { game: GameKind::StoneGameIv, value: value.into(), index: None })
+        };
+        let null = Err(ProblemError::NullInput { game: GameKind::StoneGameIv, index: None });
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![
+            Some(7.0),
+            None,
+            Some(f64::NAN),
+            Some(7.5),
+            Some(-3.0),
+            Some(f64::INFINITY),
+            Some(1e20),
+            Some(9_007_199_254_740_994.0),
+        ]));
+        let expected = vec![
+            iv(7),
+            null.clone(),
+            null.clone(),
+            not("7.5"),
+            Err(ProblemError::NegativeValue { game: GameKind::StoneGameIv, value: -3, index: None }),
+            not("inf"),
+            not("1e20"),
+            iv(9_007_199_254_740_994),
+        ];
+        assert_eq!(read(vec![("n", floats.clone())], IV).unwrap(), expected);
+        assert_eq!(read(vec![("n", floats.slice(3, 3))], IV).unwrap(), expected[3..6]);
+        let decimals: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![
+                Some(18_446_744_073_709_551_615),
+                None,
+                Some(18_446_744_073_709_551_616),
+            ])
+            .with_precision_and_scale(20, 0)
+            .unwrap(),
         );
+        assert_eq!(
+            read(vec![("n", decimals)], IV).unwrap(),
+            [iv(u64::MAX), null.clone(), not("18446744073709551616")]
+        );
+        let texts: ArrayRef = Arc::new(StringArray::from(vec![Some("1e3"), Some("nan"), Some("x")]));
+        assert_eq!(read(vec![("n", texts)], IV).unwrap(), [iv(1000), null, not("\"x\"")]);
+    }
+
+    #[test]
+    fn list_items_of_floats_and_decimals_are_read_by_the_same_rule() {
+        let rows = vec![
+            Some(vec![Some(1.0), Some(2.0)]),
+            Some(vec![Some(3.0), Some(f64::NAN)]),
+            Some(vec![Some(4.0), Some(0.5), None]),
+            None,
+            Some(vec![Some(-2.0)]),
+            Some(vec![]),
+        ];
+        let game = GameKind::StoneGameIx;
+        let expected = vec![
+            Ok(Game::StoneGameIx(vec![1, 2])),
+            Err(ProblemError::NullInput { game, index: Some(1) }),
+            Err(ProblemError::NotUint64 { game, value: "0.5".into(), index: Some(1) }),
+            Err(ProblemError::NullInput { game, index: None }),
+            Err(ProblemError::NegativeValue { game, value: -2, index: Some(0) }),
+            Ok(Game::StoneGameIx(vec![])),
+        ];
+        let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(rows.clone()));
+        assert_eq!(read(vec![("stones", list.clone())], IX).unwrap(), expected);
+        for (start, len) in [(0, 2), (1, 3), (2, 4), (5, 1)] {
+            let sliced = list.slice(start, len);
+            assert_eq!(read(vec![("stones", sliced)], IX).unwrap(), expected[start..start + len]);
+        }
+        let large: ArrayRef =
+            Arc::new(LargeListArray::from_iter_primitive::<Float32Type, _, _>(vec![Some(vec![
+                Some(5.0f32),
+                Some(6.0),
+            ])]));
+        assert_eq!(read(vec![("stones", large)], IX).unwrap(), vec![Ok(Game::StoneGameIx(vec![5, 6]))]);
+        let items = Decimal128Array::from(vec![18_446_744_073_709_551_615, 3])
+            .with_precision_and_scale(20, 0)
+            .unwrap();
+        let item = Arc::new(Field::new_list_field(items.data_type().clone(), true));
+        let piles: ArrayRef = Arc::new(ListArray::new(
+            item,
+            arrow_buffer::OffsetBuffer::from_lengths([2]),
+            Arc::new(items),
+            None,
+        ));
+        assert_eq!(
+            read(vec![("piles", piles)], Games::One(GameKind::NimSquare)).unwrap(),
+            vec![Ok(Game::NimSquare(vec![u64::MAX, 3]))]
+        );
+    }
+
+    /// A float, as writers hold numbers: whole or not, in range or not, NaN, or null.
+    fn writers_float() -> impl proptest::strategy::Strategy<Value = Option<f64>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..1 << 20).prop_map(|v| Some(v as f64)),
+            any::<u64>().prop_map(|v| Some(v as f64)),
+            any::<f64>().prop_map(Some),
+            Just(Some(f64::NAN)),
+            Just(Some(-2.0)),
+            Just(Some(0.5)),
+            Just(None),
+        ]
+    }
+
+    /// One value's problem, read on its own: the reference the batch's conversion is
+    /// held to.
+    fn one_float(value: Option<f64>, index: Option<u64>) -> Result<u64, ProblemError> {
+        let game = if index.is_some() { GameKind::StoneGameIx } else { GameKind::StoneGameIv };
+        match value.map(crate::columnar::float_count) {
+            None | Some(Ok(None)) => Err(ProblemError::NullInput { game, index }),
+            Some(Ok(Some(count))) => Ok(count),
+            Some(Err(crate::columnar::NotACount::Negative(value))) => {
+                Err(ProblemError::NegativeValue { game, value, index })
+            }
+            Some(Err(crate::columnar::NotACount::NotUint64)) => {
+                Err(ProblemError::NotUint64 { game, value: format!("{:?}", value.unwrap()), index })
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A float column, whole or sliced, reads as each value read on its own; so does a
+        /// list column of floats, each row's first gap its error.
+        #[test]
+        fn a_float_column_reads_as_its_values_one_by_one(
+            values in proptest::collection::vec(writers_float(), 0..40),
+            lists in proptest::collection::vec(proptest::option::of(proptest::collection::vec(writers_float(), 0..4)), 0..12),
+            cut in 0usize..40,
+        ) {
+            let n: ArrayRef = Arc::new(Float64Array::from(values.clone()));
+            let cut = cut.min(values.len());
+            let expected: Vec<_> = values.iter().map(|&value| one_float(value, None).map(Game::StoneGameIv)).collect();
+            proptest::prop_assert_eq!(read(vec![("n", n.clone())], IV).unwrap(), expected.clone());
+            proptest::prop_assert_eq!(read(vec![("n", n.slice(cut, values.len() - cut))], IV).unwrap(), expected[cut..].to_vec());
+
+            let stones: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(lists.clone()));
+            let expected: Vec<_> = lists.iter().map(|row| match row {
+                None => Err(ProblemError::NullInput { game: GameKind::StoneGameIx, index: None }),
+                Some(items) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(index, &item)| one_float(item, Some(index as u64)))
+                    .collect::<Result<Vec<u64>, _>>()
+                    .map(Game::StoneGameIx),
+            }).collect();
+            let cut = cut.min(lists.len());
+            proptest::prop_assert_eq!(read(vec![("stones", stones.clone())], IX).unwrap(), expected.clone());
+            proptest::prop_assert_eq!(read(vec![("stones", stones.slice(cut, lists.len() - cut))], IX).unwrap(), expected[cut..].to_vec());
+        }
     }
 
     #[test]

@@ -27,11 +27,14 @@ mod bits;
 mod input;
 pub mod ipc;
 mod messages;
+mod numbers;
 mod output;
 
 pub(crate) use bits::spread_bits;
 pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::BatchEncoder;
+pub(crate) use numbers::quoted;
+pub use numbers::{decimal_count, float_count, text_count, NotACount};
 pub use output::{solutions, AnswerColumns, Solutions};
 
 /// The optional column echoed from each problem to its solution.
@@ -163,20 +166,69 @@ pub fn input_type(kind: GameKind) -> DataType {
     }
 }
 
+/// True when a column of `ty` can hold `kind`'s problems: the one test of a column's type
+/// that the Flight door and the bulk client's tables share (the door then reads it as
+/// [`accepted_types`] says).
+pub fn accepts(kind: GameKind, ty: &DataType) -> bool {
+    // Numbers of another type than integers are read by the rule of `numbers`.
+    let number = |ty: &DataType| ty.is_integer() || numbers::is_convertible(ty);
+    match (kind.input_shape(), ty) {
+        (InputShape::Text, DataType::Dictionary(keys, values)) => keys.is_integer() && is_string(values),
+        (InputShape::Text, ty) => is_string(ty),
+        (InputShape::Integer, ty) => number(ty),
+        (
+            InputShape::Integers,
+            DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _),
+        ) => number(item.data_type()),
+        (InputShape::Integers, _) => false,
+    }
+}
+
+fn is_string(ty: &DataType) -> bool {
+    matches!(ty, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
 /// The input types accepted for `kind`'s column, in words (for messages and docs).
 pub fn accepted_types(kind: GameKind) -> &'static str {
     match kind.input_shape() {
         InputShape::Text => "a string type (utf8, large_utf8, utf8_view, or a dictionary of them)",
-        InputShape::Integer => "an integer type (uint64)",
-        InputShape::Integers => "a list of integers (list, large_list or fixed_size_list of uint64)",
+        InputShape::Integer => {
+            "whole numbers: an integer type (uint64), or a float, decimal or string type holding them"
+        }
+        InputShape::Integers => {
+            "a list of whole numbers (list, large_list or fixed_size_list of uint64, or of a float, \
+             decimal or string type holding them)"
+        }
     }
+}
+
+/// The one-line cast that makes a column named `column` readable as `kind`'s input, in
+/// pandas, Polars and Spark terms (for the message that refuses its type).
+pub fn cast_fix(kind: GameKind, column: &str) -> String {
+    let c = column;
+    let (pandas, polars, spark) = match kind.input_shape() {
+        InputShape::Text => ("astype(\"string\")".to_owned(), "pl.String", "string"),
+        InputShape::Integer => ("astype(\"UInt64\")".to_owned(), "pl.UInt64", "decimal(20,0)"),
+        InputShape::Integers => (
+            "map(lambda v: None if v is None else [int(x) for x in v])".to_owned(),
+            "pl.List(pl.UInt64)",
+            "array<decimal(20,0)>",
+        ),
+    };
+    format!(
+        "cast it first: in pandas df[{c:?}] = df[{c:?}].{pandas}; in Polars df = \
+         df.with_columns(pl.col({c:?}).cast({polars})); in Spark df = df.withColumn({c:?}, \
+         F.col({c:?}).cast({spark:?}))"
+    )
 }
 
 /// The canonical schema of a table of `games` problems: `id` (utf8 here, though any type
 /// is echoed), then each game's input column, all nullable.
 ///
 /// Also accepted: `large_utf8`, `utf8_view` and dictionaries of them for `num`; any
-/// integer type for `n` and inside the lists (a negative value is that row's error);
+/// integer type for `n` and inside the lists (a negative value is that row's error), and
+/// floats, decimals and strings holding whole numbers (`7.0`, `decimal(20,0)`, `"7"`;
+/// `NaN` is no value, and any other value that is not a count is that row's error);
 /// `large_list` and `fixed_size_list` for `stones` and `piles`; sliced arrays.
 pub fn input_schema(games: Games) -> Schema {
     let mut fields = vec![Field::new(ID, DataType::Utf8, true)];

@@ -7,9 +7,11 @@
 Each partition streams its rows to a server with ``DataFrame.mapInArrow`` and
 :func:`gamesolver_client.flight.solve_batches`, starting with a different server a
 partition, and fails over to the others when one stops answering; the answers are
-written as Parquet to OUTPUT_DIR. Spark has no unsigned types, so the input's unsigned
-columns are read as it gives them and cast to signed ones, and the answers come back
-signed (``signed=True``). Needs pyspark and the package with its ``flight`` extra:
+written as Parquet to OUTPUT_DIR. Spark has no unsigned types: it reads a Parquet uint64
+as ``decimal(20,0)``, which holds every value up to 2^64 - 1 and which the server reads
+as it is (as it reads any integer, float or decimal type holding whole numbers), so the
+game columns are sent as Spark holds them; the answers come back signed
+(``signed=True``). Needs pyspark and the package with its ``flight`` extra:
 pip install './clients/python[flight]' pyspark
 """
 import argparse
@@ -24,8 +26,9 @@ from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, S
 
 from gamesolver_client import flight
 
-INPUTS = {"num": "string", "stones": "array<bigint>", "n": "bigint", "piles": "array<bigint>"}
-"""Each game's input column, as Spark types (Spark reads a Parquet uint64 as a decimal)."""
+INPUTS = ("num", "stones", "n", "piles")
+"""Each game's input column, sent as Spark holds it: a cast to ``bigint`` would fail on
+values of 2^63 and above (``CAST_OVERFLOW``)."""
 
 
 def answer_schema(id_type) -> StructType:
@@ -61,7 +64,7 @@ def main() -> None:
              .config("spark.ui.enabled", "false").getOrCreate())
     problems = spark.read.parquet(args.input)
     columns = [F.col("id")] if "id" in problems.columns else []
-    columns += [F.col(name).cast(spark_type) for name, spark_type in INPUTS.items() if name in problems.columns]
+    columns += [F.col(name) for name in INPUTS if name in problems.columns]
     problems = problems.select(*columns)
     if "id" not in problems.columns:
         problems = problems.withColumn("id", F.monotonically_increasing_id())

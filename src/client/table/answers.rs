@@ -121,7 +121,7 @@ pub fn override_rows(
 /// client does not know (a newer server's).
 fn code_of(reason: &str) -> Code {
     let game = GameKind::StoneGameIv;
-    let errors: [ProblemError; 10] = [
+    let errors: [ProblemError; 11] = [
         ProblemError::MissingProblem,
         ProblemError::MissingGame,
         SolveError::InvalidCharacter { index: 0, found: ' ' }.into(),
@@ -131,6 +131,7 @@ fn code_of(reason: &str) -> Code {
         PoolError::Gone.into(),
         ProblemError::NullInput { game, index: None },
         ProblemError::NegativeValue { game, value: -1, index: None },
+        ProblemError::NotUint64 { game, value: String::new(), index: None },
         ProblemError::SeveralGames { games: Vec::new() },
     ];
     match errors.iter().find(|err| err.reason() == reason) {
@@ -472,6 +473,7 @@ mod tests {
         assert_eq!(code_of("SERVER_STOPPING"), Code::Unavailable);
         assert_eq!(code_of("SEVERAL_GAMES"), Code::InvalidArgument);
         assert_eq!(code_of("NEGATIVE_VALUE"), Code::InvalidArgument);
+        assert_eq!(code_of("NOT_UINT64"), Code::InvalidArgument);
         assert_eq!(code_of(INVALID_CELL), Code::InvalidArgument);
         assert_eq!(code_of("FROM_THE_FUTURE"), Code::Unknown);
     }

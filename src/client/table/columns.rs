@@ -15,7 +15,7 @@ use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use crate::columnar::{self, Descriptor, Games};
-use crate::games::{GameKind, InputShape};
+use crate::games::GameKind;
 
 /// The output's column of row numbers, for a table without an `id` column.
 pub const ROW: &str = "row";
@@ -70,7 +70,7 @@ pub enum ColumnsError {
         column: String,
     },
     /// A game column of a type no server reads.
-    #[error("column {column:?} ({contract}) is {found}; expected {expected}")]
+    #[error("column {column:?} ({contract}) is {found}; expected {expected}; {fix}")]
     WrongType {
         /// The table's name for it.
         column: String,
@@ -80,6 +80,8 @@ pub enum ColumnsError {
         found: DataType,
         /// What is accepted.
         expected: &'static str,
+        /// The cast that makes it readable, in pandas, Polars and Spark terms.
+        fix: String,
     },
     /// An id column whose type holds a dictionary below its top level.
     #[error("column {column:?} (id) is {found}: a dictionary inside an id is not supported")]
@@ -175,24 +177,10 @@ pub struct InputColumns {
     descriptor: Descriptor,
 }
 
-fn is_string(ty: &DataType) -> bool {
-    matches!(ty, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-}
-
 /// True when a column of `ty` can hold `kind`'s problems, as the server reads them
-/// ([`columnar::accepted_types`]); an all-null column always can.
+/// ([`columnar::accepts`]); an all-null column always can.
 fn accepts(kind: GameKind, ty: &DataType) -> bool {
-    match (kind.input_shape(), ty) {
-        (_, DataType::Null) => true,
-        (InputShape::Text, DataType::Dictionary(_, values)) => is_string(values),
-        (InputShape::Text, ty) => is_string(ty),
-        (InputShape::Integer, ty) => ty.is_integer(),
-        (
-            InputShape::Integers,
-            DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _),
-        ) => item.data_type().is_integer(),
-        (InputShape::Integers, _) => false,
-    }
+    matches!(ty, DataType::Null) || columnar::accepts(kind, ty)
 }
 
 /// True when `ty` holds a dictionary anywhere.
@@ -270,6 +258,7 @@ impl InputColumns {
                         contract: kind.input(),
                         found: field.data_type().clone(),
                         expected: columnar::accepted_types(kind),
+                        fix: columnar::cast_fix(kind, field.name()),
                     });
                 }
             };
@@ -473,8 +462,15 @@ mod tests {
         let resolve = |table: &Schema, flags: &[&str]| {
             InputColumns::resolve(table, &renames(flags), "in.parquet", false, false).unwrap_err().to_string()
         };
+        let table = schema(&[("a", DataType::Utf8), ("size", DataType::Date32)]);
+        assert_eq!(
+            resolve(&table, &["n=size"]),
+            "column \"size\" (n) is Date32; expected whole numbers: an integer type (uint64), or a float, \
+             decimal or string type holding them; cast it first: in pandas df[\"size\"] = \
+             df[\"size\"].astype(\"UInt64\"); in Polars df = df.with_columns(pl.col(\"size\").cast(pl.UInt64)); \
+             in Spark df = df.withColumn(\"size\", F.col(\"size\").cast(\"decimal(20,0)\"))"
+        );
         let table = schema(&[("a", DataType::Utf8), ("n", DataType::Float64)]);
-        assert_eq!(resolve(&table, &[]), "column \"n\" (n) is Float64; expected an integer type (uint64)");
         assert_eq!(
             resolve(&table, &["n=size"]),
             "in.parquet has no column \"size\" (--column n=size); its columns: a, n"
@@ -486,8 +482,24 @@ mod tests {
         );
         let table = schema(&[("n", DataType::UInt64), ("n", DataType::UInt64)]);
         assert_eq!(resolve(&table, &[]), "in.parquet has two columns named \"n\"");
-        let table = schema(&[("stones", DataType::new_list(DataType::Utf8, true))]);
+        let table = schema(&[("stones", DataType::new_list(DataType::Boolean, true))]);
         assert!(resolve(&table, &[]).starts_with("column \"stones\" (stones) is List("));
+    }
+
+    #[test]
+    fn numbers_as_writers_keep_them_are_sent_as_they_are() {
+        let decimal = DataType::Decimal128(20, 0);
+        let table = schema(&[
+            ("n", DataType::Float64),
+            ("stones", DataType::new_list(decimal.clone(), true)),
+            ("piles", DataType::new_list(DataType::Float32, true)),
+        ]);
+        let columns = InputColumns::resolve(&table, &ColumnMap::default(), "t", false, false).unwrap();
+        let types: Vec<_> = columns.request_schema().fields().iter().map(|f| f.data_type().clone()).collect();
+        assert_eq!(
+            types[1..],
+            [table.field(1).data_type().clone(), DataType::Float64, table.field(2).data_type().clone()]
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! CSV cells: CSV has no types, so every cell is read as text and the game columns are
 //! parsed here, a cell's fault being that row's error (`INVALID_CELL`), not the file's.
 //!
-//! A list (`stones`, `piles`) is written as pandas writes a list of integers and as JSON
-//! writes an array: `[1,2,3]`, spaces allowed after the commas, `[]` for none. An empty
-//! cell is null, so an empty Sum Game string cannot be told apart from no Sum Game: give
-//! empty strings in JSON lines or Parquet.
+//! A number is read by the rule every door reads numbers by ([`crate::columnar::text_count`]):
+//! `7`, and `7.0` or `1e3` (as pandas writes a column with a missing value) when the digits
+//! make a whole number; `nan` is no value, as an empty cell is. A list (`stones`, `piles`)
+//! is written as JSON and Python write one (`[1, 2, 3]`) or as numpy prints an array
+//! (`[1 2 3]`), `[]` for none. An empty cell is null, so an empty Sum Game string cannot be
+//! told apart from no Sum Game: give empty strings in JSON lines or Parquet.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use arrow_schema::{ArrowError, DataType, Field, Schema};
 use tonic::Code;
 
 use super::columns::InputColumns;
+use crate::columnar;
 use crate::convert;
 use crate::games::InputShape;
 use crate::pb;
@@ -27,31 +30,40 @@ use crate::pb;
 /// The error reason of a CSV cell that is not its game's input.
 pub const INVALID_CELL: &str = "INVALID_CELL";
 
-/// At most this much of a bad cell is quoted in its error message.
-const QUOTED_CELL: usize = 64;
-
-/// Parses `cell` as a list of integers (`[1,2,3]`) into `values`, cleared first; `None`
-/// when it is not one.
+/// Parses `cell` as a list of counts into `values`, cleared first; `None` when it is not
+/// one. JSON and Python write `[1, 2, 3]`; numpy's arrays, as pandas writes a column of
+/// them, `[1 2 3]` (long ones across lines); a list of numpy scalars `[np.uint64(1)]`.
 pub fn parse_list(cell: &str, values: &mut Vec<u64>) -> Option<()> {
     values.clear();
-    let inner = cell.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
-    if inner.is_empty() {
-        return Some(());
+    let inner = cell.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let mut push = |item: &str| {
+        values.push(parse_integer(numpy_scalar(item.trim()))?);
+        Some(())
+    };
+    match inner.contains(',') {
+        true => inner.split(',').try_for_each(&mut push),
+        false => inner.split_whitespace().try_for_each(&mut push),
     }
-    for item in inner.split(',') {
-        values.push(parse_integer(item)?);
-    }
-    Some(())
 }
 
-/// A cell holding one integer; spaces around it are allowed.
-fn parse_integer(cell: &str) -> Option<u64> {
-    let digits = cell.trim();
-    // `u64::from_str` takes a leading `+`, which no CSV writer puts there.
-    if digits.starts_with('+') {
-        return None;
-    }
-    digits.parse().ok()
+/// The number inside a numpy scalar's repr (`np.uint64(7)` -> `7`), or `item` itself.
+fn numpy_scalar(item: &str) -> &str {
+    let inner = item.strip_prefix("np.").or_else(|| item.strip_prefix("numpy."));
+    let inner = inner.and_then(|inner| inner.split_once('(')).and_then(|(name, rest)| {
+        name.bytes().all(|byte| byte.is_ascii_alphanumeric()).then(|| rest.strip_suffix(')')).flatten()
+    });
+    inner.unwrap_or(item)
+}
+
+/// A cell holding one count, by the rule every door reads numbers by
+/// ([`columnar::text_count`]: `7`, `7.0`, `1e3`); `Some(None)` for `nan`, no value.
+fn parse_count(cell: &str) -> Option<Option<u64>> {
+    columnar::text_count(cell).ok()
+}
+
+/// A list item: a count, `nan` not among them.
+fn parse_integer(item: &str) -> Option<u64> {
+    parse_count(item).flatten()
 }
 
 /// Appends `values` as a list cell: `[1,2,3]`.
@@ -92,11 +104,9 @@ pub fn parse_cells(
         let index = schema.index_of(name)?;
         let cells = batch.column(index).as_string::<i32>();
         let mut fail = |row: usize, expected: &str| {
-            let cell = cells.value(row);
-            let quoted: String = cell.chars().take(QUOTED_CELL).collect();
-            let cut = if quoted.len() < cell.len() { "…" } else { "" };
+            let quoted = columnar::quoted(cells.value(row));
             let absolute = first_row + row as u64;
-            let message = format!("row {absolute}: column {name:?}: {quoted:?}{cut} is not {expected}");
+            let message = format!("row {absolute}: column {name:?}: {quoted} is not {expected}");
             let metadata = BTreeMap::from([
                 ("row".to_owned(), absolute.to_string()),
                 ("column".to_owned(), name.clone()),
@@ -119,9 +129,9 @@ pub fn parse_cells(
             InputShape::Integer => {
                 let mut out = UInt64Builder::with_capacity(cells.len());
                 for (row, cell) in cells.iter().enumerate() {
-                    match cell.map(parse_integer) {
-                        None => out.append_null(),
-                        Some(Some(n)) => out.append_value(n),
+                    match cell.map(parse_count) {
+                        None | Some(Some(None)) => out.append_null(),
+                        Some(Some(Some(n))) => out.append_value(n),
                         Some(None) => {
                             fail(row, "a uint64");
                             out.append_null();
@@ -257,6 +267,20 @@ mod tests {
             ("[+1]", None),
             ("[1.5]", None),
             ("[18446744073709551616]", None),
+            // numpy's arrays, as pandas writes them: spaces, padding, lines, floats.
+            ("[5211324 4434315 2201843]", Some(vec![5_211_324, 4_434_315, 2_201_843])),
+            ("[ 5 10 15]", Some(vec![5, 10, 15])),
+            ("[1 2\n 3]", Some(vec![1, 2, 3])),
+            ("[1. 2. 3.]", Some(vec![1, 2, 3])),
+            ("[1.0, 2.0, 1e3]", Some(vec![1, 2, 1000])),
+            ("[ ]", Some(vec![])),
+            ("[np.uint64(7), np.int64(8), np.float64(9.0)]", Some(vec![7, 8, 9])),
+            ("[1 2, 3]", None),
+            ("[1, 2,]", None),
+            ("[nan]", None),
+            ("[1 ... 3]", None),
+            ("[np.uint64(7]", None),
+            ("[np.uint64(-7)]", None),
         ] {
             assert_eq!(parse_list(cell, &mut values).map(|()| values.clone()), expected, "{cell}");
         }
@@ -279,8 +303,8 @@ mod tests {
             Arc::new(schema),
             vec![
                 text([Some("a"), Some("b"), None, Some("d")]),
-                text([Some("5"), None, Some("x5"), Some(" 7 ")]),
-                text([None, Some("[1, 2]"), None, Some("[x]")]),
+                text([Some("5.0"), Some("nan"), Some("x5"), Some(" 7 ")]),
+                text([None, Some("[1 2]"), Some("[3]"), Some("[x]")]),
             ],
         )
         .unwrap();
@@ -292,6 +316,27 @@ mod tests {
         assert!(stones.is_null(3));
         let rows: Vec<_> = errors.iter().map(|(row, solution)| (*row, solution.id.clone())).collect();
         assert_eq!(rows, [(2, "12".to_owned()), (3, "d".to_owned())]);
+        let fractions = RecordBatch::try_new(
+            batch.schema(),
+            vec![
+                text([None, None, None, None]),
+                text([Some("7.5"), Some("1e20"), Some("-3"), Some("inf")]),
+                text([None; 4]),
+            ],
+        )
+        .unwrap();
+        let (_, faults) = parse_cells(&columns, &fractions, 0).unwrap();
+        let messages: Vec<_> =
+            faults.iter().map(|(_, solution)| solution.error.as_ref().unwrap().message.clone()).collect();
+        assert_eq!(
+            messages,
+            [
+                "row 0: column \"n\": \"7.5\" is not a uint64",
+                "row 1: column \"n\": \"1e20\" is not a uint64",
+                "row 2: column \"n\": \"-3\" is not a uint64",
+                "row 3: column \"n\": \"inf\" is not a uint64",
+            ]
+        );
         let error = errors[0].1.error.as_ref().unwrap();
         assert_eq!(error.reason, INVALID_CELL);
         assert_eq!(error.message, "row 12: column \"n\": \"x5\" is not a uint64");

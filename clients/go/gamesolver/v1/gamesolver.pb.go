@@ -97,7 +97,8 @@ const (
 	SolutionError_CODE_UNKNOWN SolutionError_Code = 2
 	// The problem is malformed (reasons NO_GAME, MISSING_PROBLEM, ODD_LENGTH,
 	// INVALID_CHARACTER; the bulk client adds INVALID_JSON, LINE_TOO_LONG and
-	// INVALID_CELL, and Arrow tables NULL_INPUT, NEGATIVE_VALUE and SEVERAL_GAMES).
+	// INVALID_CELL, and Arrow tables NULL_INPUT, NEGATIVE_VALUE, NOT_UINT64 and
+	// SEVERAL_GAMES).
 	SolutionError_CODE_INVALID_ARGUMENT SolutionError_Code = 3
 	// The call's deadline passed before this problem was solved.
 	SolutionError_CODE_DEADLINE_EXCEEDED SolutionError_Code = 4
@@ -1327,7 +1328,7 @@ type SolutionError struct {
 	// The stable, machine-readable reason, UPPER_SNAKE_CASE (ErrorInfo.reason): NO_GAME,
 	// MISSING_PROBLEM, ODD_LENGTH, INVALID_CHARACTER, PILE_ABOVE_LIMIT, SOLVER_PANICKED,
 	// SERVER_STOPPING, INVALID_JSON, LINE_TOO_LONG, INVALID_CELL, NULL_INPUT,
-	// NEGATIVE_VALUE, SEVERAL_GAMES.
+	// NEGATIVE_VALUE, NOT_UINT64, SEVERAL_GAMES.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The offending field of the request as a path from the request's problem (the
 	// BadRequest field violation), e.g. "problem.sum_game.num"; empty when no field is to

@@ -11,13 +11,20 @@ rows that were solved). ``docs/api.md`` in the repository has the schemas.
 batches ahead of their answers, and fails over to the next server when one stops
 answering: the batches it had not answered are sent again, so every row is answered
 exactly once, in order. Every answer is checked before it is handed back (its row count
-and its echoed ids). :func:`solve_table` does the same for a whole table.
+and its echoed ids). :func:`solve_table` does the same for a whole table: a pyarrow
+table, or a pandas or Polars DataFrame.
+
+Numbers are read as their writers keep them, by the server's one rule: a float, decimal
+or string column (pandas' ``float64`` with ``NaN``, Spark's ``decimal(20,0)``) is read
+where its values are whole numbers from 0 to 2^64 - 1; ``NaN`` and null are no value,
+and any other value is that row's error (``NOT_UINT64``, ``NEGATIVE_VALUE``).
 
 Spark's ``DataFrame.mapInArrow`` and Ray Data's ``map_batches(batch_format="pyarrow")``
 call it from each partition; ``examples/spark_job.py`` and ``examples/ray_job.py`` show
 how, and ``docs/datasets.md`` how many servers a job wants.
 """
 import logging
+import math
 import time
 from collections import deque
 from typing import Deque, Iterable, Iterator, Optional, Sequence, Tuple, Union
@@ -45,8 +52,15 @@ _RETRYABLE = (
 )
 
 
+CONNECT_DEADLINE = 5.0
+"""Seconds a server is tried before a first connection to it is made: the default of
+``gamesolver-client``'s ``--connect-deadline``, so that a wrong address fails as fast here
+as on the command line. ``retry_for`` applies once a server is reached."""
+
+
 class GaveUp(RuntimeError):
-    """Every server failed for longer than ``retry_for`` without answering."""
+    """Every server was given up on: never reached within ``connect_deadline``, or failing
+    for longer than ``retry_for`` without answering."""
 
 
 class WrongAnswer(RuntimeError):
@@ -77,13 +91,29 @@ class _Exchange:
     """One ``DoExchange`` call to one server."""
 
     def __init__(self, server: str, descriptor: flight.FlightDescriptor, schema: pa.Schema,
-                 options: dict, timeout: Optional[float]):
+                 options: dict, timeout: Optional[float], turns: "_Servers"):
         self.server = server
         self.client = flight.FlightClient(_location(server), **options)
+        if not turns.is_reached(server):
+            self._reach(turns)
         call = flight.FlightCallOptions(timeout=timeout)
         self.writer, self.reader = self.client.do_exchange(descriptor, options=call)
         self.writer.begin(schema)
         self.finished = False
+
+    def _reach(self, turns: "_Servers") -> None:
+        """A first call that needs nothing but a connection, bounded by what is left of the
+        connect deadline: a server that answers it, even with an error, is reached; one
+        that cannot be connected to raises, and counts against the deadline."""
+        left = turns.connect_left(self.server)
+        try:
+            list(self.client.list_flights(options=flight.FlightCallOptions(timeout=left)))
+        except (flight.FlightUnavailableError, flight.FlightTimedOutError, ConnectionError, OSError):
+            self.client.close()
+            raise
+        except pa.ArrowException:
+            pass  # an answer all the same (an error, or none implemented): the connection was made
+        turns.reached(self.server)
 
     def send(self, batch: pa.RecordBatch) -> None:
         self.writer.write_batch(batch)
@@ -116,36 +146,71 @@ def _check(sent: pa.RecordBatch, answer: pa.RecordBatch, server: str) -> None:
 
 
 class _Servers:
-    """The servers still tried, whose turn it is, and how long the failures have lasted."""
+    """The servers still tried, whose turn it is, and how long the failures have lasted:
+    for a server never reached, since its first try (given up on after
+    ``connect_deadline``); for the others, in a row without an answer (``retry_for``)."""
 
-    def __init__(self, servers: Sequence[str], retry_for: float):
+    def __init__(self, servers: Sequence[str], retry_for: float, connect_deadline: Optional[float]):
         self.alive = list(servers)
         self.turn = 0
         self.retry_for = retry_for
+        self.connect_deadline = retry_for if connect_deadline is None else connect_deadline
         self.failing_since: Optional[float] = None
         self.failures = 0
+        self.first_try: dict = {}
+        self.reached_servers: set = set()
+        self.unreached: dict = {}
 
     def current(self) -> str:
+        # A server never reached is given up on as soon as its deadline has passed.
+        now = time.monotonic()
+        self.alive = [server for server in self.alive if self._connect_deadline(server) > now]
         if not self.alive:
+            if self.unreached and not self.reached_servers:
+                why = "; ".join(f"{server}: {err}" for server, err in self.unreached.items())
+                raise GaveUp(f"cannot reach any server within {self.connect_deadline} s (connect_deadline): {why}")
             raise GaveUp(f"every server failed for {self.retry_for} s without answering")
         return self.alive[self.turn % len(self.alive)]
+
+    def _connect_deadline(self, server: str) -> float:
+        """When ``server`` is given up on unless reached (never, once it has been)."""
+        if server in self.reached_servers or server not in self.unreached:
+            return math.inf
+        return self.first_try[server] + self.connect_deadline
+
+    def is_reached(self, server: str) -> bool:
+        return server in self.reached_servers
+
+    def reached(self, server: str) -> None:
+        self.reached_servers.add(server)
+        self.unreached.pop(server, None)
+
+    def connect_left(self, server: str) -> float:
+        """Seconds left to reach ``server`` (its deadline runs from its first try)."""
+        first = self.first_try.setdefault(server, time.monotonic())
+        return max(0.05, self.connect_deadline - (time.monotonic() - first))
 
     def answered(self) -> None:
         self.failing_since = None
         self.failures = 0
 
-    def failed(self, server: str) -> None:
+    def failed(self, server: str, err: Exception) -> None:
         """Moves on to the next server, after a pause that grows with the failures in a
-        row; gives up on ``server`` once failures have lasted ``retry_for``."""
+        row; gives up on ``server`` once it has not been reached within
+        ``connect_deadline``, or once failures have lasted ``retry_for``."""
         now = time.monotonic()
         self.failing_since = self.failing_since or now
         self.failures += 1
-        if now - self.failing_since >= self.retry_for and server in self.alive:
+        if server not in self.reached_servers:
+            self.unreached[server] = err
+            self.first_try.setdefault(server, now)
+        elif now - self.failing_since >= self.retry_for and server in self.alive:
             self.alive.remove(server)
             self.failing_since = now if self.alive else None
-        else:
-            self.turn += 1
-        time.sleep(min(2.0, 0.05 * 2 ** min(self.failures, 6)))
+        self.turn += 1
+        # The pause ends early at the next connect deadline, which current() then applies.
+        deadline = min((self._connect_deadline(server) for server in self.alive), default=math.inf)
+        time.sleep(max(0.0, min(2.0, 0.05 * 2 ** min(self.failures, 6), deadline - now)))
 
 
 def solve_batches(
@@ -157,6 +222,7 @@ def solve_batches(
     window: int = 4,
     batch_rows: int = 65536,
     retry_for: float = 60.0,
+    connect_deadline: Optional[float] = CONNECT_DEADLINE,
     timeout: Optional[float] = None,
     signed: bool = False,
     tls_root_certs: Optional[bytes] = None,
@@ -170,7 +236,10 @@ def solve_batches(
     a different first server to spread the load. A server that fails (or answers wrongly)
     hands its unanswered batches to the next; once failures have lasted ``retry_for``
     seconds without an answer, the failing server is given up on, and :class:`GaveUp` is
-    raised when none is left. ``timeout`` bounds each call, in seconds. ``signed`` casts
+    raised when none is left. A server not yet reached (refused, no route, DNS, TLS) is
+    given up on after ``connect_deadline`` seconds from its first try (default
+    :data:`CONNECT_DEADLINE`, 5 s, as ``gamesolver-client --connect-deadline``; ``None``:
+    ``retry_for``). ``timeout`` bounds each call, in seconds. ``signed`` casts
     unsigned answer columns to signed ones (Spark has no unsigned types).
     ``tls_root_certs``, ``cert_chain`` and ``private_key`` are PEM bytes for ``https://``
     servers (a private CA; mutual TLS).
@@ -185,7 +254,7 @@ def solve_batches(
     options = {key: value for key, value in (("tls_root_certs", tls_root_certs), ("cert_chain", cert_chain),
                                              ("private_key", private_key)) if value is not None}
     source = _slices(batches, max(1, batch_rows))
-    turns = _Servers(servers, retry_for)
+    turns = _Servers(servers, retry_for, connect_deadline)
     pending: Deque[Tuple[pa.RecordBatch, bool]] = deque()
     exhausted = False
     exchange: Optional[_Exchange] = None
@@ -203,7 +272,7 @@ def solve_batches(
         server = turns.current()
         try:
             if exchange is None:
-                exchange = _Exchange(server, descriptor, pending[0][0].schema, options, timeout)
+                exchange = _Exchange(server, descriptor, pending[0][0].schema, options, timeout, turns)
                 for batch, _ in pending:
                     exchange.send(batch)
             while not exhausted and len(pending) < max(1, window):
@@ -224,7 +293,7 @@ def solve_batches(
                 exchange.close()
             exchange = None
             _warn(server, err, len(pending))
-            turns.failed(server)
+            turns.failed(server, err)
             continue
         pending.popleft()
         turns.answered()
@@ -253,9 +322,32 @@ def _warn(server: str, err: Exception, pending: int) -> None:
         "gamesolver server %s failed (%s); its %d unanswered batches are sent again", server, err, pending)
 
 
-def solve_table(table: pa.Table, servers: Union[str, Sequence[str]], game: str = "mixed",
+Table = Union[pa.Table, pa.RecordBatch, "pandas.DataFrame", "polars.DataFrame"]  # noqa: F821
+
+
+def _as_arrow(table: Table) -> pa.Table:
+    """``table`` as a pyarrow table: a Polars frame's own Arrow columns (no copy for most
+    types), a pandas frame converted by pyarrow (numeric columns without a copy where
+    their memory allows; ``NaN`` in a float column becomes null), without its index."""
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, pa.RecordBatch):
+        return pa.Table.from_batches([table])
+    library = type(table).__module__.split(".")[0]
+    if library == "polars":
+        return table.to_arrow()
+    if library == "pandas":
+        return pa.Table.from_pandas(table, preserve_index=False)
+    raise TypeError(f"cannot solve a {type(table).__module__}.{type(table).__name__}: "
+                    "give a pyarrow Table, a pandas DataFrame or a Polars DataFrame")
+
+
+def solve_table(table: Table, servers: Union[str, Sequence[str]], game: str = "mixed",
                 **options) -> pa.Table:
-    """Answers every row of ``table``, in order; see :func:`solve_batches` for the options.
-    An empty table gets an empty answer with the answer's schema."""
+    """Answers every row of ``table`` (a pyarrow Table or RecordBatch, a pandas DataFrame or
+    a Polars DataFrame), in order; see :func:`solve_batches` for the options. The answer is
+    a pyarrow table (``.to_pandas()``, ``polars.from_arrow(...)``). An empty table gets an
+    empty answer with the answer's schema."""
+    table = _as_arrow(table)
     batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
     return pa.Table.from_batches(list(solve_batches(batches, servers, game, **options)))

@@ -594,7 +594,7 @@ export declare type SolutionError = Message<"gamesolver.v1.SolutionError"> & {
    * The stable, machine-readable reason, UPPER_SNAKE_CASE (ErrorInfo.reason): NO_GAME,
    * MISSING_PROBLEM, ODD_LENGTH, INVALID_CHARACTER, PILE_ABOVE_LIMIT, SOLVER_PANICKED,
    * SERVER_STOPPING, INVALID_JSON, LINE_TOO_LONG, INVALID_CELL, NULL_INPUT,
-   * NEGATIVE_VALUE, SEVERAL_GAMES.
+   * NEGATIVE_VALUE, NOT_UINT64, SEVERAL_GAMES.
    *
    * @generated from field: string reason = 3;
    */
@@ -654,7 +654,8 @@ export enum SolutionError_Code {
   /**
    * The problem is malformed (reasons NO_GAME, MISSING_PROBLEM, ODD_LENGTH,
    * INVALID_CHARACTER; the bulk client adds INVALID_JSON, LINE_TOO_LONG and
-   * INVALID_CELL, and Arrow tables NULL_INPUT, NEGATIVE_VALUE and SEVERAL_GAMES).
+   * INVALID_CELL, and Arrow tables NULL_INPUT, NEGATIVE_VALUE, NOT_UINT64 and
+   * SEVERAL_GAMES).
    *
    * @generated from enum value: CODE_INVALID_ARGUMENT = 3;
    */
