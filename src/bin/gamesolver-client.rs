@@ -153,7 +153,7 @@ fn main() -> ExitCode {
 
 fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     let SolveArgs { config, tables } = args;
-    let quiet = config.quiet;
+    let (quiet, max_errors) = (config.quiet, config.max_errors);
     let config = SolveConfig {
         embedded: Some(EmbeddedStarter::new(move || start_embedded_server(tables.clone()))),
         ..config
@@ -172,7 +172,7 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     if !quiet {
         eprintln!("{summary}");
     }
-    Ok(if summary.has_errors() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if summary.within(max_errors) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// The server a run without `--server` starts in this process, on a loopback port, with

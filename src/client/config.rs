@@ -11,6 +11,9 @@ use crate::client::connection::TlsFiles;
 use crate::client::embedded::EmbeddedStarter;
 use crate::client::format::Format;
 use crate::client::input::InputSource;
+use crate::client::parts::Part;
+use crate::client::progress::MaxErrors;
+use crate::client::table::keep::Keep;
 use crate::client::table::columns::Rename;
 use crate::seconds::Seconds;
 
@@ -50,6 +53,11 @@ pub struct SolveConfig {
     /// `servers` an error.
     #[arg(skip)]
     pub embedded: Option<EmbeddedStarter>,
+    /// Set for each part of a run over several inputs (a directory, a glob, several
+    /// paths): its Hive partition columns, and its sidecar hidden from readers of the
+    /// output directory.
+    #[arg(skip)]
+    pub part: Option<Part>,
     /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
     /// (OUTPUT.resume) proves they answer this input.
     #[arg(long)]
@@ -101,6 +109,14 @@ pub struct SolveConfig {
     /// Compression of gRPC messages.
     #[arg(long, value_enum, default_value_t = SolveConfig::default().compression)]
     pub compression: Compression,
+    /// Error rows the run may have and still exit 0: a count (10) or a percentage of the
+    /// rows (0.5%), resumed rows included. Beyond it, or by default at any error, it exits 1.
+    #[arg(long, value_name = "N|P%", default_value_t = SolveConfig::default().max_errors)]
+    pub max_errors: MaxErrors,
+    /// Input columns written beside the answers in a table output: `all`, `none`, or
+    /// COLUMN,... (a Hive partition column too). A name the answer uses itself is refused.
+    #[arg(long, value_name = "all|none|COLUMN,...", default_value_t = SolveConfig::default().keep)]
+    pub keep: Keep,
     /// No progress bar and no summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -145,6 +161,7 @@ impl Default for SolveConfig {
             columns: Vec::new(),
             servers: Vec::new(),
             embedded: None,
+            part: None,
             resume: false,
             winner_only: false,
             tls: TlsFiles::default(),
@@ -171,6 +188,10 @@ impl Default for SolveConfig {
             in_flight_bytes: nonzero(16 << 20),
             max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
             compression: Compression::None,
+            max_errors: MaxErrors::default(),
+            // As a UDF in DuckDB, Polars or Spark answers beside the row it was given
+            // (docs/bulk-client.md, "Kept columns").
+            keep: Keep::All,
             quiet: false,
         }
     }

@@ -13,6 +13,7 @@ use crate::client::input::InputError;
 use crate::client::output::OutputError;
 use crate::client::resume::ResumeError;
 use crate::client::table::columns::ColumnsError;
+use crate::client::table::keep::KeepError;
 
 /// Why a run stopped before the output was complete.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +71,9 @@ pub enum ClientError {
     /// The table's columns cannot be read as problems.
     #[error(transparent)]
     Columns(#[from] ColumnsError),
+    /// `--keep` names columns that cannot be kept.
+    #[error(transparent)]
+    Keep(#[from] KeepError),
     /// A binary output (Parquet, Arrow) would go to a terminal.
     #[error("refusing to write {0} to a terminal: give -o FILE, or --output-format jsonl or csv")]
     BinaryToTerminal(Format),

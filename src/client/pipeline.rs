@@ -28,6 +28,7 @@ use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
 use crate::client::sink::write_answers;
 use crate::client::table::columns::ColumnMap;
+use crate::client::table::keep;
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
@@ -56,6 +57,7 @@ pub async fn solve_until(
     };
     let input = Format::of_input(config.input_format, path);
     let output = Format::of_output(config.output_format, config.output.as_deref(), input);
+    keep::check_formats(&config.keep, input, output)?;
     match input {
         Format::Jsonl => {
             let plan = plan::lines(&config, output)?;

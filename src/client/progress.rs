@@ -49,7 +49,7 @@ impl Progress {
         if self.last_message.is_none_or(|at| at.elapsed() >= Duration::from_millis(100)) {
             self.last_message = Some(Instant::now());
             let rate = self.lines as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!("{} problems, {}/s", self.lines, human_count(rate)));
+            bar.set_message(format!("{}, {}/s", counted(self.lines, "problem"), human_count(rate)));
         }
     }
 
@@ -95,24 +95,97 @@ impl Summary {
     pub fn has_errors(&self) -> bool {
         self.errors + self.resumed_errors > 0
     }
+
+    /// True when the errors of the whole output (resumed part included) are within `max`:
+    /// the run then exits 0 though some rows are errors.
+    pub fn within(&self, max: MaxErrors) -> bool {
+        max.allows(self.errors + self.resumed_errors, self.problems + self.resumed)
+    }
+
+    /// This summary and `other`'s, as one run's: the parts of a run over several inputs.
+    pub fn add(&mut self, other: &Summary) {
+        self.problems += other.problems;
+        self.errors += other.errors;
+        self.resumed += other.resumed;
+        self.resumed_errors += other.resumed_errors;
+    }
+}
+
+/// `n` and its noun, the noun plural unless `n` is 1: `1 problem`, `2 problems`, `0 errors`.
+pub(crate) fn counted(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plural = |n: u64| if n == 1 { "" } else { "s" };
         write!(
             f,
-            "{} problems, {} error{}, {:.2}s, {:.0} problems/s",
-            self.problems,
-            self.errors,
-            plural(self.errors),
+            "{}, {}, {:.2}s, {:.0} problems/s",
+            counted(self.problems, "problem"),
+            counted(self.errors, "error"),
             self.elapsed.as_secs_f64(),
             self.rate()
         )?;
         if self.resumed > 0 {
-            write!(f, " (resumed after {} lines, {} with errors)", self.resumed, self.resumed_errors)?;
+            write!(f, " (resumed after {}, {} with errors)", counted(self.resumed, "line"), self.resumed_errors)?;
         }
         Ok(())
+    }
+}
+
+/// How many error rows a run may have and still exit 0 (`--max-errors`): a count, or a
+/// percentage of the rows of the whole output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MaxErrors {
+    /// At most this many rows.
+    Count(u64),
+    /// At most this percentage of the rows (0 to 100).
+    Percent(f64),
+}
+
+impl Default for MaxErrors {
+    /// None: any error row makes the run exit 1, as a scheduler expects of a failed task.
+    fn default() -> Self {
+        MaxErrors::Count(0)
+    }
+}
+
+impl MaxErrors {
+    /// True when `errors` among `rows` are within the bound.
+    pub fn allows(self, errors: u64, rows: u64) -> bool {
+        match self {
+            MaxErrors::Count(most) => errors <= most,
+            // errors / rows <= p / 100 without the division, so that no rows allow no error
+            // and `1%` of 100 rows allows exactly 1.
+            MaxErrors::Percent(percent) => (errors as f64) * 100.0 <= percent * rows as f64,
+        }
+    }
+}
+
+impl std::str::FromStr for MaxErrors {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let wrong = || format!("{text:?}: expected a count of rows (10) or a percentage of them (0.5%)");
+        match text.strip_suffix('%') {
+            Some(percent) => match percent.trim().parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => Ok(MaxErrors::Percent(p)),
+                _ => Err(wrong()),
+            },
+            None => text.trim().parse().map(MaxErrors::Count).map_err(|_| wrong()),
+        }
+    }
+}
+
+impl fmt::Display for MaxErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MaxErrors::Count(n) => write!(f, "{n}"),
+            MaxErrors::Percent(p) => write!(f, "{p}%"),
+        }
     }
 }
 
@@ -130,6 +203,44 @@ mod tests {
             Summary { resumed: 5, resumed_errors: 1, elapsed: Duration::from_secs(1), ..Default::default() };
         assert!(resumed.has_errors());
         assert!(resumed.to_string().ends_with("(resumed after 5 lines, 1 with errors)"));
+    }
+
+    #[test]
+    fn the_counts_are_in_words_that_agree_with_them() {
+        let one = Summary { problems: 1, errors: 1, elapsed: Duration::from_secs(1), ..Default::default() };
+        assert_eq!(one.to_string(), "1 problem, 1 error, 1.00s, 1 problems/s");
+        let two = Summary { problems: 2, errors: 2, resumed: 1, ..one };
+        assert!(two.to_string().starts_with("2 problems, 2 errors, "), "{two}");
+        assert!(two.to_string().ends_with("(resumed after 1 line, 0 with errors)"), "{two}");
+        let none = Summary { problems: 0, errors: 0, ..one };
+        assert!(none.to_string().starts_with("0 problems, 0 errors, "), "{none}");
+    }
+
+    #[test]
+    fn max_errors_is_a_count_or_a_percentage_of_the_rows() {
+        let parse = |text: &str| text.parse::<MaxErrors>();
+        assert_eq!(parse("10"), Ok(MaxErrors::Count(10)));
+        assert_eq!(parse("0.5%"), Ok(MaxErrors::Percent(0.5)));
+        assert_eq!(
+            parse("ten").unwrap_err(),
+            "\"ten\": expected a count of rows (10) or a percentage of them (0.5%)"
+        );
+        assert!(parse("101%").is_err() && parse("-1").is_err() && parse("-1%").is_err());
+        let summary = |errors, resumed_errors| Summary {
+            problems: 150,
+            errors,
+            resumed: 50,
+            resumed_errors,
+            ..Default::default()
+        };
+        assert!(summary(0, 0).within(MaxErrors::default()));
+        assert!(!summary(1, 0).within(MaxErrors::default()));
+        assert!(summary(1, 1).within(MaxErrors::Count(2)));
+        assert!(!summary(2, 1).within(MaxErrors::Count(2)));
+        // 1% of the 200 rows of the whole output, resumed ones included.
+        assert!(summary(1, 1).within(MaxErrors::Percent(1.0)));
+        assert!(!summary(2, 1).within(MaxErrors::Percent(1.0)));
+        assert_eq!(MaxErrors::Percent(0.5).to_string(), "0.5%");
     }
 
     #[test]

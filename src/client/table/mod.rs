@@ -3,7 +3,8 @@
 //!
 //! `columns` resolves a table's columns (renamed by `--column`) into what is sent and what
 //! is written; `read` reads the needed columns in bounded batches; `csv` parses the text
-//! cells of a CSV; `fingerprint` proves what rows an output answers; `answers` checks a
+//! cells of a CSV; `keep` the input columns written beside
+//! the answers (`--keep`); `fingerprint` proves what rows an output answers; `answers` checks a
 //! server's answer and turns answers into output rows or JSON lines; `write` writes any
 //! output format as it goes and reads back what a cut-off run left; `resume` continues a
 //! cut-off output.
@@ -12,6 +13,7 @@ pub(crate) mod answers;
 pub(crate) mod columns;
 pub(crate) mod csv;
 pub(crate) mod fingerprint;
+pub(crate) mod keep;
 pub(crate) mod read;
 pub(crate) mod resume;
 pub(crate) mod write;

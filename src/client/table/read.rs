@@ -1,11 +1,13 @@
 //! Reading a table of problems in bounded batches: Parquet, Arrow IPC (file or stream) or
-//! CSV, only the columns the contract needs.
+//! CSV, only the columns the contract needs (and the ones `--keep` writes beside the
+//! answers).
 //!
 //! A table is opened in two steps: its schema first, so that the columns can be resolved
-//! ([`InputColumns`]) before any row is read, then a reader of just those columns. Every
-//! batch has at most `--batch-rows` rows and about half of `--max-message-bytes`, so that
-//! a request and its answer fit a message; for Parquet the rows a batch holds are sized
-//! from the file's own column sizes, so that a batch of long rows is never built whole.
+//! ([`InputColumns`](super::columns::InputColumns)) before any row is read, then a reader
+//! of just those columns. Every batch has at most `--batch-rows` rows and about half of
+//! `--max-message-bytes`, so that a request and its answer fit a message; for Parquet the
+//! rows a batch holds are sized from the file's own column sizes, so that a batch of long
+//! rows is never built whole.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -24,7 +26,6 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::columns::InputColumns;
 use crate::client::embedded::BoxError;
 use crate::client::format::Format;
 use crate::client::input::{self, InputError, InputSource};
@@ -106,15 +107,16 @@ impl TableSource {
         &self.schema
     }
 
-    /// A reader of `columns`' projection, `batch_rows` rows a batch at most and about
-    /// `batch_bytes` at most.
+    /// A reader of the table's columns `projection` (ascending: the contract's columns'
+    /// and the kept ones'), `batch_rows` rows a batch at most and about `batch_bytes` at
+    /// most.
     pub fn reader(
         self,
-        columns: &InputColumns,
+        projection: &[usize],
         batch_rows: usize,
         batch_bytes: usize,
     ) -> Result<TableReader, InputError> {
-        let projection = columns.projection().to_vec();
+        let projection = projection.to_vec();
         let (path, format) = (self.path, self.format);
         let fail = |source: BoxError| InputError::OpenTable { path: path.clone(), format, source };
         let (batches, position, total): (Batches, Position, Option<u64>) = match self.opened {
@@ -390,7 +392,7 @@ fn compacted(batch: RecordBatch) -> RecordBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::table::columns::ColumnMap;
+    use crate::client::table::columns::{ColumnMap, InputColumns};
     use arrow_array::cast::AsArray;
     use arrow_array::types::UInt64Type;
     use arrow_array::{ArrayRef, StringArray, UInt64Array};
@@ -457,7 +459,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(columns.projection(), [0, 2]);
-            let mut reader = source.reader(&columns, 256, 1 << 20).unwrap();
+            let mut reader = source.reader(columns.projection(), 256, 1 << 20).unwrap();
             let mut ids = Vec::new();
             let mut sizes = Vec::new();
             while let Some(batch) = reader.next_batch().unwrap() {
@@ -480,7 +482,7 @@ mod tests {
             let source = TableSource::open(&InputSource::File(path), format).unwrap();
             let renames = ColumnMap::new(["id=junk".parse().unwrap()]).unwrap();
             let columns = InputColumns::resolve(source.schema(), &renames, "t", false, false).unwrap();
-            let mut reader = source.reader(&columns, 1000, 20_000).unwrap();
+            let mut reader = source.reader(columns.projection(), 1000, 20_000).unwrap();
             let mut batches = 0;
             while let Some(batch) = reader.next_batch().unwrap() {
                 assert!(batch.num_rows() < 1000, "{format}");
@@ -540,7 +542,7 @@ mod tests {
         let source = TableSource::open(&InputSource::File(path), Format::Parquet).unwrap();
         let columns =
             InputColumns::resolve(source.schema(), &ColumnMap::default(), "t", false, false).unwrap();
-        let mut reader = source.reader(&columns, 100, 1 << 20).unwrap();
+        let mut reader = source.reader(columns.projection(), 100, 1 << 20).unwrap();
         let mut seen = 0;
         assert_eq!(reader.skip(250, |batch| seen += batch.num_rows()).unwrap(), 250);
         assert_eq!((seen, reader.rows()), (250, 250));

@@ -23,6 +23,7 @@ use arrow_schema::SchemaRef;
 use serde::{Deserialize, Serialize};
 
 use super::columns::ColumnMap;
+use super::keep::Keep;
 use super::write::{read_back, Recovery, TableWriter};
 use crate::client::fingerprint::Checkpoint;
 use crate::client::format::Format;
@@ -54,6 +55,14 @@ pub struct TableOptions {
     pub max_message_bytes: usize,
     /// Rows of a Parquet output's row groups (0 for other outputs).
     pub row_group_rows: usize,
+    /// The input columns kept beside the answers (`--keep`); a sidecar from before the
+    /// flag kept none.
+    #[serde(default = "keep_none")]
+    pub keep: String,
+}
+
+fn keep_none() -> String {
+    Keep::None.to_string()
 }
 
 impl TableOptions {
@@ -187,6 +196,10 @@ fn compare(output: &Path, was: &TableOptions, now: &TableOptions) -> Result<(), 
     if was.row_group_rows != now.row_group_rows {
         let flag = |n: usize| format!("--row-group-rows {n}");
         return differ(flag(was.row_group_rows), flag(now.row_group_rows));
+    }
+    if was.keep != now.keep {
+        let flag = |keep: &str| format!("--keep {keep}");
+        return differ(flag(&was.keep), flag(&now.keep));
     }
     if was.max_message_bytes != now.max_message_bytes {
         let flag = |n: usize| format!("--max-message-bytes {n}");
