@@ -13,8 +13,8 @@ use crate::client::format::Format;
 use crate::client::input::InputSource;
 use crate::client::parts::Part;
 use crate::client::progress::MaxErrors;
-use crate::client::table::keep::Keep;
 use crate::client::table::columns::Rename;
+use crate::client::table::keep::Keep;
 use crate::seconds::Seconds;
 
 /// Everything a `solve` run needs: the flags of `gamesolver-client solve` (each field's

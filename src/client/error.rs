@@ -12,6 +12,7 @@ use crate::client::format::Format;
 use crate::client::input::InputError;
 use crate::client::output::OutputError;
 use crate::client::resume::ResumeError;
+use crate::client::sniff::SniffError;
 use crate::client::table::columns::ColumnsError;
 use crate::client::table::keep::KeepError;
 
@@ -71,6 +72,9 @@ pub enum ClientError {
     /// The table's columns cannot be read as problems.
     #[error(transparent)]
     Columns(#[from] ColumnsError),
+    /// Stdin's format cannot be told from its first bytes.
+    #[error(transparent)]
+    Sniff(#[from] SniffError),
     /// `--keep` names columns that cannot be kept.
     #[error(transparent)]
     Keep(#[from] KeepError),

@@ -27,8 +27,10 @@ use crate::client::plan::{self, Plan};
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
 use crate::client::sink::write_answers;
+use crate::client::sniff;
 use crate::client::table::columns::ColumnMap;
 use crate::client::table::keep;
+use crate::columnar::{self, Games};
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
@@ -55,7 +57,19 @@ pub async fn solve_until(
         InputSource::File(path) => Some(path.as_path()),
         InputSource::Stdin => None,
     };
-    let input = Format::of_input(config.input_format, path);
+    let input = match (config.input_format, &config.input) {
+        // Stdin has no name to tell its format by: its first bytes tell it.
+        (None, InputSource::Stdin) => {
+            let contract = columnar::input_schema(Games::Mixed);
+            let mut names: Vec<String> = contract.fields().iter().map(|f| f.name().clone()).collect();
+            names.extend(contract.fields().iter().map(|f| renames.column(f.name()).to_owned()));
+            let sniffed = tokio::task::spawn_blocking(move || {
+                sniff::stdin_format(&names.iter().map(String::as_str).collect::<Vec<_>>())
+            });
+            sniffed.await.map_err(|err| ClientError::Aborted(format!("reading stdin: {err}")))??
+        }
+        _ => Format::of_input(config.input_format, path),
+    };
     let output = Format::of_output(config.output_format, config.output.as_deref(), input);
     keep::check_formats(&config.keep, input, output)?;
     match input {
@@ -150,7 +164,9 @@ impl<D: Door> Run<D> {
         let queue = Arc::new(WorkQueue::new());
         let (to_writer, inbox) = mpsc::channel();
         // A bar only for a person watching.
-        let progress = Progress::new(!config.quiet && io::stderr().is_terminal(), progress_total);
+        let growth = embedded.as_ref().and_then(|embedded| embedded.growth.clone());
+        let progress = Progress::new(!config.quiet && io::stderr().is_terminal(), progress_total)
+            .watching(growth, config.quiet);
         let reader = {
             let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
             tokio::task::spawn_blocking(move || read(&budget, &queue, &to_writer))

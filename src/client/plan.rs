@@ -200,8 +200,7 @@ fn with_kept(output: &SchemaRef, kept: &KeptColumns) -> SchemaRef {
         return Arc::clone(output);
     }
     let fields = output.fields();
-    let all: Vec<FieldRef> =
-        fields[..1].iter().chain(kept.fields()).chain(&fields[1..]).cloned().collect();
+    let all: Vec<FieldRef> = fields[..1].iter().chain(kept.fields()).chain(&fields[1..]).cloned().collect();
     Arc::new(Schema::new(all))
 }
 

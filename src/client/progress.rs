@@ -2,12 +2,23 @@
 //!
 //! The bar's position is the raw input offset of the last batch written, so the ETA comes
 //! from the file size and holds for compressed files too; stdin, having no size, gets a
-//! spinner with counts only.
+//! spinner with counts only. While the embedded server grows a table (half a minute for
+//! Stone Game IV to 10^9), no batch is written: the bar says which table and how far it
+//! is instead of an ETA, and the ETA starts afresh once it is built, so that the wait
+//! does not count in it. Without a bar (stderr not a terminal), a line says when a table
+//! starts growing and one when it is built.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::client::embedded::{Growing, Growth};
+
+/// The bar's template while problems are answered.
+const ANSWERING: &str = "{spinner} {elapsed_precise} [{wide_bar}] {percent:>3}% {msg} ETA {eta}";
+/// The bar's template while a table grows: no ETA, which the wait would only mislead.
+const GROWING: &str = "{spinner} {elapsed_precise} [{wide_bar}] {msg}";
 
 /// The live progress display on stderr; does nothing when disabled.
 #[derive(Debug)]
@@ -16,6 +27,13 @@ pub struct Progress {
     started: Instant,
     lines: u64,
     last_message: Option<Instant>,
+    /// The embedded server's tables, watched while the run waits for them.
+    growth: Option<Growth>,
+    /// Lines on stderr for a table's growth when there is no bar (and the run is not quiet).
+    log: bool,
+    /// The table growing when last looked, and since when.
+    growing: Option<(Growing, Instant)>,
+    last_look: Option<Instant>,
 }
 
 impl Progress {
@@ -23,33 +41,102 @@ impl Progress {
     pub fn new(enabled: bool, raw_len: Option<u64>) -> Self {
         let bar = enabled.then(|| {
             let (bar, template) = match raw_len {
-                Some(len) => (
-                    ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr()),
-                    "{spinner} {elapsed_precise} [{wide_bar}] {percent:>3}% {msg} ETA {eta}",
-                ),
+                Some(len) => {
+                    (ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr()), ANSWERING)
+                }
                 None => (
                     ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
                     "{spinner} {elapsed_precise} {msg}",
                 ),
             };
-            let style = ProgressStyle::with_template(template).expect("valid template").progress_chars("=> ");
-            bar.set_style(style);
+            bar.set_style(style(template));
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
-        Progress { bar, started: Instant::now(), lines: 0, last_message: None }
+        Progress {
+            bar,
+            started: Instant::now(),
+            lines: 0,
+            last_message: None,
+            growth: None,
+            log: false,
+            growing: None,
+            last_look: None,
+        }
+    }
+
+    /// Watches the embedded server's tables through `growth`; without a bar, says their
+    /// growth in lines on stderr unless `quiet`.
+    pub fn watching(self, growth: Option<Growth>, quiet: bool) -> Self {
+        let log = !quiet && self.bar.is_none();
+        Progress { growth, log, ..self }
     }
 
     /// Records `lines` more lines written, up to raw input offset `input_offset`.
     pub fn advance(&mut self, lines: u64, input_offset: u64) {
         self.lines += lines;
+        self.look_at_tables();
         let Some(bar) = &self.bar else { return };
         bar.set_position(input_offset);
         // Formatting the message each batch would cost more than the bar is worth.
-        if self.last_message.is_none_or(|at| at.elapsed() >= Duration::from_millis(100)) {
+        if self.growing.is_none()
+            && self.last_message.is_none_or(|at| at.elapsed() >= Duration::from_millis(100))
+        {
             self.last_message = Some(Instant::now());
             let rate = self.lines as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
             bar.set_message(format!("{}, {}/s", counted(self.lines, "problem"), human_count(rate)));
+        }
+    }
+
+    /// Called while nothing is written: looks whether a table is growing.
+    pub fn tick(&mut self) {
+        self.look_at_tables();
+    }
+
+    /// Shows the table growing now, if any, at most five times a second.
+    fn look_at_tables(&mut self) {
+        let Some(growth) = &self.growth else { return };
+        if self.last_look.is_some_and(|at| at.elapsed() < Duration::from_millis(200)) {
+            return;
+        }
+        self.last_look = Some(Instant::now());
+        let now = growth.growing().into_iter().next();
+        match (now, self.growing.take()) {
+            (Some(growing), was) => {
+                let since = match was {
+                    Some((was, since)) if was.game == growing.game => since,
+                    _ => {
+                        if self.log {
+                            eprintln!("gamesolver-client: {}", building(&growing, None));
+                        }
+                        if let Some(bar) = &self.bar {
+                            bar.set_style(style(GROWING));
+                        }
+                        Instant::now()
+                    }
+                };
+                if let Some(bar) = &self.bar {
+                    let percent = (growing.covered as f64 / (growing.target as f64 + 1.0) * 100.0).min(99.0);
+                    bar.set_message(building(&growing, Some(percent as u32)));
+                }
+                self.growing = Some((growing, since));
+            }
+            (None, Some((built, since))) => {
+                if self.log {
+                    let seconds = since.elapsed().as_secs_f64();
+                    eprintln!(
+                        "gamesolver-client: built the {} table to {} in {seconds:.1}s",
+                        title(&built),
+                        grouped(built.target)
+                    );
+                }
+                if let Some(bar) = &self.bar {
+                    bar.set_style(style(ANSWERING));
+                    // The rate so far counts the wait: the ETA starts again from here.
+                    bar.reset_eta();
+                }
+            }
+            (None, None) => {}
         }
     }
 
@@ -59,6 +146,37 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("valid template").progress_chars("=> ")
+}
+
+/// The table's title: `Stone Game IV`.
+fn title(growing: &Growing) -> &'static str {
+    growing.game.table().map_or(growing.game.name(), |table| table.title)
+}
+
+/// `building the Stone Game IV table to 1,000,000,000`, and `: 43%` when given.
+fn building(growing: &Growing, percent: Option<u32>) -> String {
+    let target = grouped(growing.target);
+    match percent {
+        Some(percent) => format!("building the {} table to {target}: {percent}%", title(growing)),
+        None => format!("building the {} table to {target}", title(growing)),
+    }
+}
+
+/// `1000000000` as `1,000,000,000`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// `1234567.0` as `1.23M`.
@@ -130,7 +248,12 @@ impl fmt::Display for Summary {
             self.rate()
         )?;
         if self.resumed > 0 {
-            write!(f, " (resumed after {}, {} with errors)", counted(self.resumed, "line"), self.resumed_errors)?;
+            write!(
+                f,
+                " (resumed after {}, {} with errors)",
+                counted(self.resumed, "line"),
+                self.resumed_errors
+            )?;
         }
         Ok(())
     }
@@ -241,6 +364,17 @@ mod tests {
         assert!(summary(1, 1).within(MaxErrors::Percent(1.0)));
         assert!(!summary(2, 1).within(MaxErrors::Percent(1.0)));
         assert_eq!(MaxErrors::Percent(0.5).to_string(), "0.5%");
+    }
+
+    #[test]
+    fn a_growing_table_is_said_in_words() {
+        let growing =
+            Growing { game: crate::games::GameKind::StoneGameIv, covered: 0, target: 1_000_000_000 };
+        assert_eq!(building(&growing, Some(43)), "building the Stone Game IV table to 1,000,000,000: 43%");
+        let nim = Growing { game: crate::games::GameKind::NimSquare, covered: 0, target: 999 };
+        assert_eq!(building(&nim, None), "building the Nim Square table to 999");
+        assert_eq!(grouped(1_234), "1,234");
+        assert_eq!(grouped(0), "0");
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub(crate) fn write_answers<P>(
         match inbox.recv_timeout(IDLE_CHECKPOINT) {
             // A run waiting on its input or a slow server still saves what it wrote.
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                progress.tick();
                 if let Err(err) = sink.checkpoint(false) {
                     break Err(err);
                 }

@@ -292,7 +292,16 @@ mod tests {
         let id = Field::new(ID, DataType::Int64, false);
         assert_eq!(
             names(output_schema(Games::One(GameKind::NimSquare), Some(&id))),
-            ["id", "game", "alice_wins", "move_pile", "move_take", "nim_value", "error_reason", "error_message"]
+            [
+                "id",
+                "game",
+                "alice_wins",
+                "move_pile",
+                "move_take",
+                "nim_value",
+                "error_reason",
+                "error_message"
+            ]
         );
         assert_eq!(
             names(output_schema(Games::One(GameKind::SumGame), None)),

@@ -96,7 +96,11 @@ impl Solutions {
 
     /// The table of the rows appended, with `id` first when given and then `game` (as
     /// many rows each).
-    pub fn finish(mut self, id: Option<(&Field, ArrayRef)>, game: ArrayRef) -> Result<RecordBatch, ArrowError> {
+    pub fn finish(
+        mut self,
+        id: Option<(&Field, ArrayRef)>,
+        game: ArrayRef,
+    ) -> Result<RecordBatch, ArrowError> {
         let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
         let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
         columns.push(game);

@@ -59,6 +59,7 @@ fn an_empty_file_is_recomputed_and_saves_left_by_dead_processes_are_removed() {
     let kept = [dir.path().join("iv.table.tmpx.1"), dir.path().join("other.table.tmp12.3")];
     for file in stale.iter().chain(&kept) {
         fs::write(file, b"partial").unwrap();
+        super::disk::tests::age(file);
     }
     let table = StoneGameIvTable::new(1000);
     assert!(matches!(

@@ -318,8 +318,11 @@ impl SolutionRows {
 
     /// The rows pushed so far, as a table; the builder is empty again.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let mut columns: Vec<ArrayRef> =
-            vec![Arc::new(self.id.finish()), Arc::new(self.game.finish()), Arc::new(self.alice_wins.finish())];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(self.id.finish()),
+            Arc::new(self.game.finish()),
+            Arc::new(self.alice_wins.finish()),
+        ];
         columns.extend(self.answers.finish());
         columns.push(Arc::new(self.reason.finish()));
         columns.push(Arc::new(self.message.finish()));
@@ -384,14 +387,21 @@ mod tests {
         let mut rows = SolutionRows::new(Arc::clone(&schema));
         let mut direct = Vec::new();
         for solution in samples() {
-            let game = solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(|m| convert::move_values(m).0);
+            let game = solution
+                .winning_move
+                .as_ref()
+                .and_then(|m| m.game.as_ref())
+                .map(|m| convert::move_values(m).0);
             rows.push(&solution, game);
             write_solution_json(&mut direct, &solution);
         }
         let table = rows.finish().unwrap();
         assert_eq!(table.num_rows(), 7);
         let games: Vec<_> = table.column_by_name("game").unwrap().as_string::<i32>().iter().collect();
-        assert_eq!(games[..4], [Some("sum_game"), Some("stone_game_ix"), Some("stone_game_iv"), Some("nim_square")]);
+        assert_eq!(
+            games[..4],
+            [Some("sum_game"), Some("stone_game_ix"), Some("stone_game_iv"), Some("nim_square")]
+        );
         assert_eq!(games[4..], [None, None, None]);
         let mut through = Vec::new();
         write_json_lines(&mut through, &table, &[]).unwrap();

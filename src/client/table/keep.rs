@@ -145,7 +145,8 @@ impl KeptColumns {
             Keep::None => Vec::new(),
             Keep::All => {
                 let file = schema.fields().iter().map(|field| field.name().clone());
-                let folders = partition.iter().map(|(key, _)| key.clone()).filter(|key| in_file(key).is_none());
+                let folders =
+                    partition.iter().map(|(key, _)| key.clone()).filter(|key| in_file(key).is_none());
                 file.chain(folders).filter(|name| Some(name.as_str()) != id).collect()
             }
             Keep::Columns(names) => names.iter().filter(|name| Some(name.as_str()) != id).cloned().collect(),
@@ -246,13 +247,15 @@ mod tests {
         let names: Vec<_> = kept.fields().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["label", "n", "year", "month"], "the file's year, not the folder's");
         assert_eq!(kept.projection().collect::<Vec<_>>(), [1, 2, 3]);
-        let columns: Vec<ArrayRef> = (0..4).map(|i| Arc::new(UInt64Array::from(vec![i; 3])) as ArrayRef).collect();
+        let columns: Vec<ArrayRef> =
+            (0..4).map(|i| Arc::new(UInt64Array::from(vec![i; 3])) as ArrayRef).collect();
         let batch = RecordBatch::try_new(Arc::new(table.clone()), columns).unwrap();
         let arrays = kept.of(&batch, &[0, 1, 2, 3]);
         assert_eq!(arrays.len(), 4);
         assert!(Arc::ptr_eq(&arrays[0], batch.column(1)), "the batch's own array");
         assert_eq!(arrays[3].as_string::<i32>().iter().collect::<Vec<_>>(), [Some("7"); 3]);
-        let none = KeptColumns::resolve(&Keep::None, &table, &partition, Some("id"), ANSWERS, "t", 4).unwrap();
+        let none =
+            KeptColumns::resolve(&Keep::None, &table, &partition, Some("id"), ANSWERS, "t", 4).unwrap();
         assert!(none.is_empty());
     }
 

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -198,7 +198,7 @@ fn open_bytes(
     path: &Path,
 ) -> Result<(Box<dyn BufRead + Send>, Arc<AtomicU64>, Option<u64>), InputError> {
     let (raw, len): (Box<dyn Read + Send>, _) = match source {
-        InputSource::Stdin => (Box::new(io::stdin()), None),
+        InputSource::Stdin => (crate::client::sniff::stdin(), None),
         InputSource::File(path) => {
             let file = open_file(path)?;
             let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
