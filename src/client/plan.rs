@@ -271,9 +271,10 @@ fn open_table_output(
         let out = writer(Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)))?;
         return Ok((TableOutput::Plain(Box::new(out)), (0, 0)));
     }
-    let spec = OutputSpec { path, input: input_name(&config.input), options, schema };
+    let sidecar = resume::sidecar_for(path, config.part.is_some());
+    let spec = OutputSpec { path, sidecar, input: input_name(&config.input), options, schema };
     if config.resume {
-        if let Some(saved) = table_resume::saved(path, &spec.options)? {
+        if let Some(saved) = table_resume::saved(path, &spec.sidecar, &spec.options)? {
             let resumed = (saved.checkpoint().lines, saved.errors());
             match skip(path, &saved)? {
                 // Nothing is left to answer: the output stays as it is.
@@ -312,11 +313,16 @@ fn open_lines_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result
     }
     let options =
         OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
-    let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
+    let sidecar = resume::sidecar_for(path, config.part.is_some());
+    let resumed =
+        if config.resume { resume::resume(path, &sidecar, options, reader)? } else { Resumed::default() };
     let sidecar = match regular {
-        true => {
-            Some(Sidecar::create(path, input_name(&config.input), options, resumed.fingerprint.checkpoint())?)
-        }
+        true => Some(Sidecar::create(
+            &sidecar,
+            input_name(&config.input),
+            options,
+            resumed.fingerprint.checkpoint(),
+        )?),
         false => None,
     };
     let file = OpenOptions::new()

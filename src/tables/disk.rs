@@ -97,6 +97,12 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
     }
 }
 
+/// The size and modification time of the file at `path` (a link's own), if there is one.
+pub(crate) fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
 /// The `covered` of the table file at `path` if it is one of `magic`'s (its header alone
 /// is read, not checked further): a save of a table that covers no more is not worth
 /// replacing it, when another process sharing the file saved a larger one meanwhile.

@@ -39,6 +39,9 @@ pub struct TableStore<T> {
     max_bytes: Option<u64>,
     /// A table too large to keep has been said so in the log.
     said_too_large: AtomicBool,
+    /// The file as opening found it (size, time written), to tell a file another
+    /// process saved since from the one this process read (or found damaged).
+    seen: Mutex<Option<(u64, std::time::SystemTime)>>,
     table: PhantomData<fn(&T)>,
 }
 
@@ -50,6 +53,7 @@ impl<T: TableGame> TableStore<T> {
             saved: Mutex::new(0),
             max_bytes: None,
             said_too_large: AtomicBool::new(false),
+            seen: Mutex::new(None),
             table: PhantomData,
         }
     }
@@ -91,7 +95,11 @@ impl<T: TableGame> TableStore<T> {
         }
         let file = table.saved();
         let covered = file.covered();
-        if disk::covered_on_disk(&self.path, &T::Saved::MAGIC).is_some_and(|on_disk| on_disk >= covered) {
+        // Another process (a run sharing the cache) saved a table covering as much since
+        // this one opened the file: replacing it would only lose work. The file opening
+        // read, or found damaged, is replaced.
+        let changed = disk::stamp(&self.path).is_some_and(|now| Some(now) != *self.seen.lock());
+        if changed && disk::covered_on_disk(&self.path, &T::Saved::MAGIC).is_some_and(|on| on >= covered) {
             *saved = covered;
             return Ok(None);
         }
@@ -122,6 +130,7 @@ impl<T: TableGame> TableStore<T> {
     /// recomputed.
     pub fn open(&self, table: &T) -> Result<Opened, TableFileError> {
         disk::remove_stale_temporaries(&self.path);
+        *self.seen.lock() = disk::stamp(&self.path);
         let opened = match self.load_into(table) {
             Ok(covered) => Opened::Loaded(covered),
             Err(TableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
