@@ -28,6 +28,10 @@ pub struct SolveConfig {
     /// (num, stones, n, piles, and an optional id).
     #[arg(value_name = "INPUT")]
     pub input: InputSource,
+    /// More inputs, read after INPUT in the order given. A run over several inputs (or a
+    /// directory, or a quoted glob) writes one output a part into -o DIR/.
+    #[arg(value_name = "INPUT")]
+    pub more_inputs: Vec<InputSource>,
     /// Output file (`-` or none: stdout), in the format of its extension, or else the
     /// input's. Parquet and Arrow are not written to a terminal.
     #[arg(short, long, value_name = "FILE")]
@@ -155,6 +159,7 @@ impl Default for SolveConfig {
         let nonzero = |n: usize| NonZeroUsize::new(n).expect("a positive default");
         SolveConfig {
             input: InputSource::Stdin,
+            more_inputs: Vec::new(),
             output: None,
             input_format: None,
             output_format: None,

@@ -11,6 +11,7 @@ use crate::client::embedded::BoxError;
 use crate::client::format::Format;
 use crate::client::input::InputError;
 use crate::client::output::OutputError;
+use crate::client::parts::PartsError;
 use crate::client::resume::ResumeError;
 use crate::client::sniff::SniffError;
 use crate::client::table::columns::ColumnsError;
@@ -72,6 +73,9 @@ pub enum ClientError {
     /// The table's columns cannot be read as problems.
     #[error(transparent)]
     Columns(#[from] ColumnsError),
+    /// The inputs of a run over several cannot be read or written as parts.
+    #[error(transparent)]
+    Parts(#[from] PartsError),
     /// Stdin's format cannot be told from its first bytes.
     #[error(transparent)]
     Sniff(#[from] SniffError),

@@ -34,6 +34,11 @@ pub struct Progress {
     /// The table growing when last looked, and since when.
     growing: Option<(Growing, Instant)>,
     last_look: Option<Instant>,
+    /// Where this run's positions start on the bar: the parts read before, in a run over
+    /// several inputs.
+    offset: u64,
+    /// The bar is this run's own, removed when it finishes; a part's is its run's.
+    owner: bool,
 }
 
 impl Progress {
@@ -62,6 +67,25 @@ impl Progress {
             log: false,
             growing: None,
             last_look: None,
+            offset: 0,
+            owner: true,
+        }
+    }
+
+    /// The progress of one part of a run over several, on this run's bar: its positions
+    /// from `offset`, its problems counted after the `lines` answered before it.
+    pub fn part(&self, offset: u64, lines: u64) -> Progress {
+        Progress {
+            bar: self.bar.clone(),
+            started: self.started,
+            lines,
+            last_message: None,
+            growth: self.growth.clone(),
+            log: self.log,
+            growing: None,
+            last_look: None,
+            offset,
+            owner: false,
         }
     }
 
@@ -77,7 +101,7 @@ impl Progress {
         self.lines += lines;
         self.look_at_tables();
         let Some(bar) = &self.bar else { return };
-        bar.set_position(input_offset);
+        bar.set_position(self.offset + input_offset);
         // Formatting the message each batch would cost more than the bar is worth.
         if self.growing.is_none()
             && self.last_message.is_none_or(|at| at.elapsed() >= Duration::from_millis(100))
@@ -140,9 +164,9 @@ impl Progress {
         }
     }
 
-    /// Removes the bar.
+    /// Removes the bar, if it is this run's own.
     pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = self.bar.as_ref().filter(|_| self.owner) {
             bar.finish_and_clear();
         }
     }

@@ -131,7 +131,7 @@ impl KeptColumns {
     pub fn resolve(
         keep: &Keep,
         schema: &Schema,
-        partition: &[(String, String)],
+        partition: &[(String, Option<String>)],
         id: Option<&str>,
         answers: &[&str],
         input: &str,
@@ -159,7 +159,7 @@ impl KeptColumns {
             let source = match (in_file(&name), partition_value(&name)) {
                 (Some(index), _) => (Source::Table(index), Arc::new(schema.field(index).clone())),
                 (None, Some(value)) => {
-                    let values = StringArray::from_iter_values(std::iter::repeat_n(value, batch_rows));
+                    let values = StringArray::from(vec![value.as_deref(); batch_rows]);
                     (Source::Partition(Arc::new(values)), Arc::new(Field::new(&name, DataType::Utf8, true)))
                 }
                 (None, None) => {
@@ -207,8 +207,9 @@ impl KeptColumns {
                 // A batch longer than the batches asked for (an IPC file's own batch is cut
                 // to them before it gets here): the value repeated anew.
                 Source::Partition(values) => {
-                    let value = values.as_any().downcast_ref::<StringArray>().map_or("", |v| v.value(0));
-                    Arc::new(StringArray::from_iter_values(std::iter::repeat_n(value, rows)))
+                    let value =
+                        values.as_any().downcast_ref::<StringArray>().and_then(|v| v.iter().next()).flatten();
+                    Arc::new(StringArray::from(vec![value; rows]))
                 }
             })
             .collect()
@@ -242,7 +243,7 @@ mod tests {
     #[test]
     fn all_keeps_every_column_but_the_id_then_the_partition_columns() {
         let table = schema(&["id", "label", "n", "year"]);
-        let partition = [("year".to_owned(), "1999".to_owned()), ("month".to_owned(), "7".to_owned())];
+        let partition = [("year".to_owned(), Some("1999".to_owned())), ("month".to_owned(), None)];
         let kept = KeptColumns::resolve(&Keep::All, &table, &partition, Some("id"), ANSWERS, "t", 4).unwrap();
         let names: Vec<_> = kept.fields().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["label", "n", "year", "month"], "the file's year, not the folder's");
@@ -253,7 +254,7 @@ mod tests {
         let arrays = kept.of(&batch, &[0, 1, 2, 3]);
         assert_eq!(arrays.len(), 4);
         assert!(Arc::ptr_eq(&arrays[0], batch.column(1)), "the batch's own array");
-        assert_eq!(arrays[3].as_string::<i32>().iter().collect::<Vec<_>>(), [Some("7"); 3]);
+        assert_eq!(arrays[3].as_string::<i32>().iter().collect::<Vec<_>>(), [None; 3], "Hive's null");
         let none =
             KeptColumns::resolve(&Keep::None, &table, &partition, Some("id"), ANSWERS, "t", 4).unwrap();
         assert!(none.is_empty());
@@ -263,7 +264,7 @@ mod tests {
     fn a_missing_column_or_a_name_an_answer_has_is_refused_by_name() {
         let keep = |names: &[&str], table: &[&str]| {
             let keep = Keep::Columns(names.iter().map(|n| n.to_string()).collect());
-            let partition = [("year".to_owned(), "1999".to_owned())];
+            let partition = [("year".to_owned(), Some("1999".to_owned()))];
             KeptColumns::resolve(&keep, &schema(table), &partition, None, ANSWERS, "in.parquet", 4)
                 .map(|kept| kept.fields().count())
                 .map_err(|err| err.to_string())
