@@ -2,12 +2,11 @@
 //! and written in batches through the columnar contract ([`crate::columnar`]).
 //!
 //! `columns` resolves a table's columns (renamed by `--column`) into what is sent and what
-//! is written; `read` reads the needed columns in bounded batches; `csv` parses the text
-//! cells of a CSV; `keep` the input columns written beside
-//! the answers (`--keep`); `fingerprint` proves what rows an output answers; `answers` checks a
-//! server's answer and turns answers into output rows or JSON lines; `write` writes any
-//! output format as it goes and reads back what a cut-off run left; `resume` continues a
-//! cut-off output.
+//! is written; `keep` the input columns written beside the answers (`--keep`); `read`
+//! reads the needed columns in bounded batches; `csv` parses the text cells of a CSV;
+//! `fingerprint` proves what rows an output answers; `answers` checks a server's answer
+//! and turns answers into output rows or JSON lines; `write` writes any output format as
+//! it goes and reads back what a cut-off run left; `resume` continues a cut-off output.
 
 pub(crate) mod answers;
 pub(crate) mod columns;
