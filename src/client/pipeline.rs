@@ -18,8 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::client::budget::Budget;
 use crate::client::config::SolveConfig;
 use crate::client::connection::{self, ConnectionConfig, ConnectionError, Door, Server};
-use crate::client::embedded::Growth;
-use crate::client::embedded::{BoxError, Running};
+use crate::client::embedded::{BoxError, Growth, Running};
 use crate::client::error::ClientError;
 use crate::client::format::Format;
 use crate::client::input::InputSource;
@@ -89,27 +88,12 @@ async fn solve_one(
     let output = Format::of_output(config.output_format, config.output.as_deref(), input);
     keep::check_formats(&config.keep, input, output)?;
     let mut started_servers = StartedServers::start(&config, servers).await?;
+    let growth = started_servers.growth();
     // A bar only for a person watching.
-    let progress = |total: Option<u64>, servers: &StartedServers| {
-        Progress::new(!config.quiet && io::stderr().is_terminal(), total)
-            .watching(servers.growth(), config.quiet)
+    let progress = |total: Option<u64>| {
+        Progress::new(!config.quiet && io::stderr().is_terminal(), total).watching(growth, config.quiet)
     };
-    let summary = match input {
-        Format::Jsonl => match plan::lines(&config, output) {
-            Ok(plan) => {
-                let progress = progress(plan.progress_total, &started_servers);
-                started_servers.run(&config, plan, progress, interrupt).await
-            }
-            Err(err) => Err(err),
-        },
-        table => match plan::table(&config, renames, table, output) {
-            Ok(plan) => {
-                let progress = progress(plan.progress_total, &started_servers);
-                started_servers.run(&config, plan, progress, interrupt).await
-            }
-            Err(err) => Err(err),
-        },
-    };
+    let summary = started_servers.solve(&config, renames, (input, output), progress, interrupt).await;
     started_servers.stop().await;
     Ok(Summary { elapsed: started.elapsed(), ..summary? })
 }
@@ -151,7 +135,7 @@ async fn solve_parts(
             part: Some(part.part.clone()),
             ..config.clone()
         };
-        let progress = progress.part(offset, summary.problems);
+        let progress = |_| progress.part(offset, summary.problems);
         let done = async {
             if same_file(&part.path, path) {
                 return Err(ClientError::OutputIsInput(path.clone()));
@@ -160,16 +144,8 @@ async fn solve_parts(
                 std::fs::create_dir_all(parent)
                     .map_err(|source| ClientError::OpenOutput { path: parent.to_owned(), source })?;
             }
-            match input {
-                Format::Jsonl => {
-                    let plan = plan::lines(&part_config, output)?;
-                    started_servers.run(&part_config, plan, progress, interrupt.as_mut()).await
-                }
-                table => {
-                    let plan = plan::table(&part_config, renames, table, output)?;
-                    started_servers.run(&part_config, plan, progress, interrupt.as_mut()).await
-                }
-            }
+            let formats = (input, output);
+            started_servers.solve(&part_config, renames, formats, progress, interrupt.as_mut()).await
         };
         match done.await {
             Ok(done) => summary.add(&done),
@@ -217,6 +193,31 @@ impl StartedServers {
     /// What the embedded server says of its growing tables.
     fn growth(&self) -> Option<Growth> {
         self.embedded.as_ref().and_then(|embedded| embedded.growth.clone())
+    }
+
+    /// Opens what `config` reads and writes (`formats`: the input's and the output's) and
+    /// runs it to its end (or to `interrupt`), shown by the progress `progress` makes from
+    /// the input's size.
+    async fn solve(
+        &mut self,
+        config: &SolveConfig,
+        renames: &ColumnMap,
+        formats: (Format, Format),
+        progress: impl FnOnce(Option<u64>) -> Progress,
+        interrupt: impl Future<Output = ()>,
+    ) -> Result<Summary, ClientError> {
+        match formats {
+            (Format::Jsonl, output) => {
+                let plan = plan::lines(config, output)?;
+                let progress = progress(plan.progress_total);
+                self.run(config, plan, progress, interrupt).await
+            }
+            (table, output) => {
+                let plan = plan::table(config, renames, table, output)?;
+                let progress = progress(plan.progress_total);
+                self.run(config, plan, progress, interrupt).await
+            }
+        }
     }
 
     /// Runs `plan` to its end (or to `interrupt`).
