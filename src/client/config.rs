@@ -22,10 +22,12 @@ use crate::seconds::Seconds;
 /// server, which its caller supplies.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SolveConfig {
-    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
-    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
-    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
-    /// (num, stones, n, piles, and an optional id).
+    /// Problem file (`-` for stdin, its format told by its first bytes): JSON lines, one
+    /// `Problem` a line (.gz and .zst read as such), or a table of problems: Parquet
+    /// (.parquet), Arrow IPC (.arrow, .feather; .arrows for the stream format) or CSV
+    /// (.csv), its columns named as the contract's (num, stones, n, piles, and an optional
+    /// id). A directory of parts (as Spark, DuckDB, Polars write one) or a quoted glob is
+    /// read part by part, sorted by path, into -o DIR/.
     #[arg(value_name = "INPUT")]
     pub input: InputSource,
     /// More inputs, read after INPUT in the order given. A run over several inputs (or a
