@@ -76,7 +76,8 @@ pq.write_table(table, sys.argv[2], row_group_size=131072)
 print(f"datasets.sh: {len(wide)} values of n from 2^63 to 2^64 - 1", file=sys.stderr)
 PY
 log "gamesolver-client solve $data -o $reference (the reference)"
-"$bin/gamesolver-client" solve "$data" -o "$reference" --quiet || [[ $? == 1 ]]
+# --keep none: the answer columns alone, as the jobs' Flight answers have them.
+"$bin/gamesolver-client" solve "$data" -o "$reference" --keep none --quiet || [[ $? == 1 ]]
 # The client's Parquet, read back by pyarrow: one answer a problem, the contract's columns.
 "$venv/bin/python" - "$data" "$reference" <<'PY'
 import sys
@@ -84,7 +85,7 @@ import pyarrow.parquet as pq
 problems, answers = pq.read_table(sys.argv[1]), pq.read_table(sys.argv[2])
 assert answers.num_rows == problems.num_rows, (answers.num_rows, problems.num_rows)
 assert answers.column("id").equals(problems.column("id")), "answers out of input order"
-expected = ["id", "alice_wins", "move_index", "move_digit", "move_pile", "move_take", "nim_value",
+expected = ["id", "game", "alice_wins", "move_index", "move_digit", "move_pile", "move_take", "nim_value",
             "error_reason", "error_message"]
 assert answers.schema.names == expected, answers.schema.names
 print(f"datasets.sh: pyarrow reads the client's Parquet: {answers.num_rows} answers in input order")

@@ -191,8 +191,9 @@ fn columnar(c: &mut Criterion) {
         let tagged = problems().into_iter().map(|problem| ((), problem)).collect();
         let results = runtime.block_on(solver.solve_batch(tagged, false, |(), result| result)).unwrap();
         group.bench_function(BenchmarkId::new("problems", name), |b| b.iter(problems));
+        let game = columnar::BatchProblems::of(&batch, games).unwrap().game_column(batch.num_rows());
         group.bench_function(BenchmarkId::new("solutions", name), |b| {
-            b.iter(|| columnar::solutions(games, black_box(&results), None).unwrap())
+            b.iter(|| columnar::solutions(games, black_box(&results), None, Arc::clone(&game)).unwrap())
         });
     }
     group.finish();

@@ -108,6 +108,7 @@ fn read_solve_write(
         let batch = batch?;
         rows += batch.num_rows();
         let problems = columnar::BatchProblems::of(&batch, Games::Mixed)?;
+        let game = problems.game_column(batch.num_rows());
         let problems: Vec<_> = (0..batch.num_rows()).map(|row| problems.get(row)).collect();
         runtime.block_on(solver.solve_borrowed(&problems, winner_only, &mut results));
         let id = columnar::id_column(&batch)?;
@@ -115,6 +116,7 @@ fn read_solve_write(
             Games::Mixed,
             &results,
             id.as_ref().map(|(field, column)| (field.as_ref(), Arc::clone(column))),
+            game,
         )?;
         let writer = match &mut writer {
             Some(writer) => writer,

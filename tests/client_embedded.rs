@@ -155,6 +155,7 @@ async fn a_starter_that_fails_and_a_server_that_dies_end_the_run_with_their_reas
                     url: "http://127.0.0.1:1".to_owned(),
                     pipe: None,
                     exchange: None,
+                    growth: None,
                     stop: Box::new(move || stopped.store(true, Ordering::SeqCst)),
                     ended: Box::pin(async { Err::<(), BoxError>("table file is corrupt".into()) }),
                 })

@@ -9,6 +9,7 @@ mod production;
 
 mod client;
 mod client_columnar;
+mod client_datasets;
 mod client_embedded;
 mod client_lying_server;
 mod client_messages;

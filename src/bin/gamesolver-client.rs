@@ -3,6 +3,7 @@
 use std::io::{ErrorKind, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -10,11 +11,13 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig};
 use gamesolver::client::{
-    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, Exchange, Pipe, SolveConfig,
+    self, ClientError, ConnectionError, EmbeddedServer, EmbeddedStarter, Exchange, Growing, Growth, Pipe,
+    SolveConfig,
 };
 use gamesolver::flag_env;
+use gamesolver::games::table::Table;
 use gamesolver::seconds::Seconds;
-use gamesolver::server::config::TablesConfig;
+use gamesolver::server::config::{TableCacheFlags, TablesConfig};
 use gamesolver::server::{Server, ServerConfig};
 
 /// Bulk client of gamesolver: solves problem files (JSON lines, Parquet, Arrow, CSV)
@@ -58,6 +61,9 @@ struct SolveArgs {
     /// The embedded server's tables: the server's own flags.
     #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
     tables: TablesConfig,
+    /// Where the embedded server keeps its tables across runs.
+    #[command(flatten, next_help_heading = EMBEDDED_SERVER)]
+    cache: TableCacheFlags,
 }
 
 /// The help heading of the server flags that `solve` passes to its embedded server.
@@ -152,10 +158,10 @@ fn main() -> ExitCode {
 }
 
 fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
-    let SolveArgs { config, tables } = args;
-    let quiet = config.quiet;
+    let SolveArgs { config, tables, cache } = args;
+    let (quiet, max_errors) = (config.quiet, config.max_errors);
     let config = SolveConfig {
-        embedded: Some(EmbeddedStarter::new(move || start_embedded_server(tables.clone()))),
+        embedded: Some(EmbeddedStarter::new(move || start_embedded_server(tables.clone(), cache.clone()))),
         ..config
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -172,17 +178,31 @@ fn solve(args: SolveArgs) -> anyhow::Result<ExitCode> {
     if !quiet {
         eprintln!("{summary}");
     }
-    Ok(if summary.has_errors() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if summary.within(max_errors) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// The server a run without `--server` starts in this process, on a loopback port, with
-/// the tables the flags set.
-async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, client::BoxError> {
+/// the tables the flags set, kept in the table cache across runs.
+async fn start_embedded_server(
+    tables: TablesConfig,
+    cache: TableCacheFlags,
+) -> Result<EmbeddedServer, client::BoxError> {
+    let tables = tables.with_cache(tokio::task::spawn_blocking(move || cache.open()).await?);
     // The client closes its calls before it stops the server, so a short grace only
     // matters for a call dropped mid-way.
     let config =
         ServerConfig { shutdown_grace: Seconds(Duration::from_secs(1)), tables, ..ServerConfig::ephemeral() };
     let mut server = Server::bind(config).await?;
+    let growth = {
+        let tables = server.tables();
+        Growth::new(move || {
+            let each = tables.each().into_iter();
+            let growing = |table: Arc<dyn Table>| {
+                Some(Growing { game: table.game(), covered: table.covered(), target: table.growing_to()? })
+            };
+            each.filter_map(growing).collect()
+        })
+    };
     let url = format!("http://{}", server.local_addr());
     // The run's connections go through pipes in memory: the loopback TCP they took
     // before was a sixth of a Parquet run's CPU. A columnar run goes without a connection
@@ -197,7 +217,10 @@ async fn start_embedded_server(tables: TablesConfig) -> Result<EmbeddedServer, c
         let in_process = in_process.clone();
         async move { in_process.connect().await }
     });
-    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown)).with_pipe(pipe).with_exchange(exchange))
+    Ok(EmbeddedServer::spawn(url, |shutdown| server.run(shutdown))
+        .with_pipe(pipe)
+        .with_exchange(exchange)
+        .with_growth(growth))
 }
 
 /// The manual pages, from the same definitions as `--help`.

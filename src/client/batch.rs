@@ -5,6 +5,7 @@
 //! the memory a batch holds is known exactly. Lines that are not problems never reach the
 //! server; their error solutions wait in the batch at their place.
 
+use arrow_array::ArrayRef;
 use prost::bytes::{Bytes, BytesMut};
 use prost::Message;
 
@@ -37,6 +38,8 @@ pub struct Batch<P = Bytes> {
     pub end: InputMark,
     /// Budget bytes this batch holds until it is written.
     pub cost: usize,
+    /// The input columns written beside a table's answers (`--keep`), as read: not sent.
+    pub kept: Vec<ArrayRef>,
 }
 
 /// A point in the input, taken when a batch closes.
@@ -129,6 +132,7 @@ impl BatchBuilder {
             lines: self.lines,
             rejected,
             end,
+            kept: Vec::new(),
         };
         self.next_seq += 1;
         self.problems = 0;

@@ -11,7 +11,10 @@ use crate::client::connection::TlsFiles;
 use crate::client::embedded::EmbeddedStarter;
 use crate::client::format::Format;
 use crate::client::input::InputSource;
+use crate::client::parts::Part;
+use crate::client::progress::MaxErrors;
 use crate::client::table::columns::Rename;
+use crate::client::table::keep::Keep;
 use crate::seconds::Seconds;
 
 /// Everything a `solve` run needs: the flags of `gamesolver-client solve` (each field's
@@ -19,12 +22,18 @@ use crate::seconds::Seconds;
 /// server, which its caller supplies.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SolveConfig {
-    /// Problem file (`-` for stdin): JSON lines, one `Problem` a line (.gz and .zst read as
-    /// such), or a table of problems: Parquet (.parquet), Arrow IPC (.arrow, .feather;
-    /// .arrows for the stream format) or CSV (.csv), its columns named as the contract's
-    /// (num, stones, n, piles, and an optional id).
+    /// Problem file (`-` for stdin, its format told by its first bytes): JSON lines, one
+    /// `Problem` a line (.gz and .zst read as such), or a table of problems: Parquet
+    /// (.parquet), Arrow IPC (.arrow, .feather; .arrows for the stream format) or CSV
+    /// (.csv), its columns named as the contract's (num, stones, n, piles, and an optional
+    /// id). A directory of parts (as Spark, DuckDB, Polars write one) or a quoted glob is
+    /// read part by part, sorted by path, into -o DIR/.
     #[arg(value_name = "INPUT")]
     pub input: InputSource,
+    /// More inputs, read after INPUT in the order given. A run over several inputs (or a
+    /// directory, or a quoted glob) writes one output a part into -o DIR/.
+    #[arg(value_name = "INPUT")]
+    pub more_inputs: Vec<InputSource>,
     /// Output file (`-` or none: stdout), in the format of its extension, or else the
     /// input's. Parquet and Arrow are not written to a terminal.
     #[arg(short, long, value_name = "FILE")]
@@ -50,6 +59,11 @@ pub struct SolveConfig {
     /// `servers` an error.
     #[arg(skip)]
     pub embedded: Option<EmbeddedStarter>,
+    /// Set for each part of a run over several inputs (a directory, a glob, several
+    /// paths): its Hive partition columns, and its sidecar hidden from readers of the
+    /// output directory.
+    #[arg(skip)]
+    pub part: Option<Part>,
     /// Continue an interrupted run from the answers already in OUTPUT, once its sidecar
     /// (OUTPUT.resume) proves they answer this input.
     #[arg(long)]
@@ -101,6 +115,14 @@ pub struct SolveConfig {
     /// Compression of gRPC messages.
     #[arg(long, value_enum, default_value_t = SolveConfig::default().compression)]
     pub compression: Compression,
+    /// Error rows the run may have and still exit 0: a count (10) or a percentage of the
+    /// rows (0.5%), resumed rows included. Beyond it, or by default at any error, it exits 1.
+    #[arg(long, value_name = "N|P%", default_value_t = SolveConfig::default().max_errors)]
+    pub max_errors: MaxErrors,
+    /// Input columns written beside the answers in a table output: `all`, `none`, or
+    /// COLUMN,... (a Hive partition column too). A name the answer uses itself is refused.
+    #[arg(long, value_name = "all|none|COLUMN,...", default_value_t = SolveConfig::default().keep)]
+    pub keep: Keep,
     /// No progress bar and no summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -139,12 +161,14 @@ impl Default for SolveConfig {
         let nonzero = |n: usize| NonZeroUsize::new(n).expect("a positive default");
         SolveConfig {
             input: InputSource::Stdin,
+            more_inputs: Vec::new(),
             output: None,
             input_format: None,
             output_format: None,
             columns: Vec::new(),
             servers: Vec::new(),
             embedded: None,
+            part: None,
             resume: false,
             winner_only: false,
             tls: TlsFiles::default(),
@@ -171,6 +195,10 @@ impl Default for SolveConfig {
             in_flight_bytes: nonzero(16 << 20),
             max_message_bytes: crate::codec::DEFAULT_MAX_MESSAGE_BYTES,
             compression: Compression::None,
+            max_errors: MaxErrors::default(),
+            // As a UDF in DuckDB, Polars or Spark answers beside the row it was given
+            // (docs/bulk-client.md, "Kept columns").
+            keep: Keep::All,
             quiet: false,
         }
     }

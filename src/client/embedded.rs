@@ -17,6 +17,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 
 use crate::columnar::Descriptor;
+use crate::games::GameKind;
 
 /// Any error, as an embedded server reports it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -88,6 +89,40 @@ impl fmt::Debug for Exchange {
     }
 }
 
+/// A table the embedded server is growing: which game's, how far it covers, and the
+/// pile it grows to. A run shows it while it waits (a table to 10^9 takes half a minute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Growing {
+    /// The table's game.
+    pub game: GameKind,
+    /// Every pile below this is in the table.
+    pub covered: u64,
+    /// The pile the running extension covers.
+    pub target: u64,
+}
+
+/// Says which of the embedded server's tables are growing now; cheap to call often.
+#[derive(Clone)]
+pub struct Growth(Arc<dyn Fn() -> Vec<Growing> + Send + Sync>);
+
+impl Growth {
+    /// A growth report made by `growing`.
+    pub fn new(growing: impl Fn() -> Vec<Growing> + Send + Sync + 'static) -> Self {
+        Growth(Arc::new(growing))
+    }
+
+    /// The tables growing now.
+    pub(crate) fn growing(&self) -> Vec<Growing> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Growth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Growth(..)")
+    }
+}
+
 /// A server running in this process, for one run.
 pub struct EmbeddedServer {
     /// Where it listens, such as `http://127.0.0.1:PORT`: what the run reports, and
@@ -97,6 +132,8 @@ pub struct EmbeddedServer {
     pub pipe: Option<Pipe>,
     /// How a columnar run has its batches solved without a connection, when set.
     pub exchange: Option<Exchange>,
+    /// Which of its tables are growing, when it can say.
+    pub growth: Option<Growth>,
     /// Asks it to shut down gracefully; `ended` resolves once it has.
     pub stop: Box<dyn FnOnce() + Send>,
     /// Resolves when the server has stopped: `Ok` after `stop`, `Err` with the reason when
@@ -119,6 +156,7 @@ impl EmbeddedServer {
             url,
             pipe: None,
             exchange: None,
+            growth: None,
             stop: Box::new(move || stop.cancel()),
             ended: Box::pin(async move { task.await?.map_err(Into::into) }),
         }
@@ -133,6 +171,11 @@ impl EmbeddedServer {
     /// connection.
     pub fn with_exchange(self, exchange: Exchange) -> Self {
         EmbeddedServer { exchange: Some(exchange), ..self }
+    }
+
+    /// The run shows the tables `growth` reports growing while it waits for them.
+    pub fn with_growth(self, growth: Growth) -> Self {
+        EmbeddedServer { growth: Some(growth), ..self }
     }
 }
 
@@ -164,8 +207,8 @@ impl EmbeddedStarter {
 
     /// Starts a server and returns the handle through which the run stops it.
     pub(crate) async fn start(&self) -> Result<Running, BoxError> {
-        let EmbeddedServer { url, pipe, exchange, stop, ended } = (self.0)().await?;
-        Ok(Running { url, pipe, exchange, stop, ended: Some(ended) })
+        let EmbeddedServer { url, pipe, exchange, growth, stop, ended } = (self.0)().await?;
+        Ok(Running { url, pipe, exchange, growth, stop, ended: Some(ended) })
     }
 }
 
@@ -180,6 +223,7 @@ pub(crate) struct Running {
     pub(crate) url: String,
     pub(crate) pipe: Option<Pipe>,
     pub(crate) exchange: Option<Exchange>,
+    pub(crate) growth: Option<Growth>,
     stop: Box<dyn FnOnce() + Send>,
     /// `None` once it has resolved.
     ended: Option<BoxFuture<'static, Result<(), BoxError>>>,

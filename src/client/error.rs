@@ -11,8 +11,11 @@ use crate::client::embedded::BoxError;
 use crate::client::format::Format;
 use crate::client::input::InputError;
 use crate::client::output::OutputError;
+use crate::client::parts::PartsError;
 use crate::client::resume::ResumeError;
+use crate::client::sniff::SniffError;
 use crate::client::table::columns::ColumnsError;
+use crate::client::table::keep::KeepError;
 
 /// Why a run stopped before the output was complete.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +73,15 @@ pub enum ClientError {
     /// The table's columns cannot be read as problems.
     #[error(transparent)]
     Columns(#[from] ColumnsError),
+    /// The inputs of a run over several cannot be read or written as parts.
+    #[error(transparent)]
+    Parts(#[from] PartsError),
+    /// Stdin's format cannot be told from its first bytes.
+    #[error(transparent)]
+    Sniff(#[from] SniffError),
+    /// `--keep` names columns that cannot be kept.
+    #[error(transparent)]
+    Keep(#[from] KeepError),
     /// A binary output (Parquet, Arrow) would go to a terminal.
     #[error("refusing to write {0} to a terminal: give -o FILE, or --output-format jsonl or csv")]
     BinaryToTerminal(Format),

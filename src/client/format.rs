@@ -42,6 +42,11 @@ impl Format {
         }
     }
 
+    /// The extension a file of this format is written with.
+    pub const fn extension(self) -> &'static str {
+        self.name()
+    }
+
     /// The format a path's extension names, if any; a `.gz` or `.zst` suffix is looked
     /// through (`problems.jsonl.gz` is JSON lines).
     pub fn of_path(path: &Path) -> Option<Format> {

@@ -457,7 +457,7 @@ mod tests {
             let csv = format == Format::Csv;
             let columns =
                 InputColumns::resolve(source.schema(), &ColumnMap::default(), "p", csv, false).unwrap();
-            let mut reader = source.reader(&columns, 128, 1 << 20, 1 << 20).unwrap();
+            let mut reader = source.reader(columns.projection(), 128, 1 << 20, 1 << 20).unwrap();
             let mut got = Vec::new();
             while let Some(batch) = reader.next_batch().unwrap() {
                 let first = reader.rows() - batch.num_rows() as u64;

@@ -312,6 +312,7 @@ mod tests {
             rejected,
             end: InputMark { raw_offset: seq * 10, ..InputMark::default() },
             cost: 1,
+            kept: Vec::new(),
         }
     }
 

@@ -18,16 +18,20 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::client::budget::Budget;
 use crate::client::config::SolveConfig;
 use crate::client::connection::{self, ConnectionConfig, ConnectionError, Door, Server};
-use crate::client::embedded::{BoxError, Running};
+use crate::client::embedded::{BoxError, Growth, Running};
 use crate::client::error::ClientError;
 use crate::client::format::Format;
 use crate::client::input::InputSource;
 use crate::client::output::ToWriter;
+use crate::client::parts::{self, PartInput};
 use crate::client::plan::{self, Plan};
 use crate::client::progress::{Progress, Summary};
 use crate::client::queue::WorkQueue;
 use crate::client::sink::write_answers;
+use crate::client::sniff;
 use crate::client::table::columns::ColumnMap;
+use crate::client::table::keep;
+use crate::columnar::{self, Games};
 
 /// After the run stops, connections get this long to hand the answers already in flight
 /// to the writer (so that an interrupted output loses no finished work); a server that
@@ -50,20 +54,190 @@ pub async fn solve_until(
     let config = SolveConfig { output, ..config };
     let renames = ColumnMap::new(config.columns.iter().cloned())?;
     let servers = Servers::check(&config)?;
+    match parts::expand(&config.input, &config.more_inputs)? {
+        None => solve_one(config, &renames, servers, interrupt).await,
+        Some(parts) => solve_parts(config, &renames, servers, parts, interrupt).await,
+    }
+}
+
+/// A run of one input, a file or stdin.
+async fn solve_one(
+    config: SolveConfig,
+    renames: &ColumnMap,
+    servers: Servers,
+    interrupt: impl Future<Output = ()>,
+) -> Result<Summary, ClientError> {
+    let started = Instant::now();
     let path = match &config.input {
         InputSource::File(path) => Some(path.as_path()),
         InputSource::Stdin => None,
     };
-    let input = Format::of_input(config.input_format, path);
-    let output = Format::of_output(config.output_format, config.output.as_deref(), input);
-    match input {
-        Format::Jsonl => {
-            let plan = plan::lines(&config, output)?;
-            Run::start(config, servers, plan).await?.complete(interrupt).await
+    let input = match (config.input_format, &config.input) {
+        // Stdin has no name to tell its format by: its first bytes tell it.
+        (None, InputSource::Stdin) => {
+            let contract = columnar::input_schema(Games::Mixed);
+            let mut names: Vec<String> = contract.fields().iter().map(|f| f.name().clone()).collect();
+            names.extend(contract.fields().iter().map(|f| renames.column(f.name()).to_owned()));
+            let sniffed = tokio::task::spawn_blocking(move || {
+                sniff::stdin_format(&names.iter().map(String::as_str).collect::<Vec<_>>())
+            });
+            sniffed.await.map_err(|err| ClientError::Aborted(format!("reading stdin: {err}")))??
         }
-        table => {
-            let plan = plan::table(&config, &renames, table, output)?;
-            Run::start(config, servers, plan).await?.complete(interrupt).await
+        _ => Format::of_input(config.input_format, path),
+    };
+    let output = Format::of_output(config.output_format, config.output.as_deref(), input);
+    keep::check_formats(&config.keep, input, output)?;
+    let mut started_servers = StartedServers::start(&config, servers).await?;
+    let growth = started_servers.growth();
+    // A bar only for a person watching.
+    let progress = |total: Option<u64>| {
+        Progress::new(!config.quiet && io::stderr().is_terminal(), total).watching(growth, config.quiet)
+    };
+    let summary = started_servers.solve(&config, renames, (input, output), progress, interrupt).await;
+    started_servers.stop().await;
+    Ok(Summary { elapsed: started.elapsed(), ..summary? })
+}
+
+/// A run over several inputs (a directory, a glob, several paths): one run a part, in
+/// order, each into its own output in the output directory, through one embedded server
+/// and one progress bar; the summary adds them up.
+async fn solve_parts(
+    config: SolveConfig,
+    renames: &ColumnMap,
+    servers: Servers,
+    parts: Vec<PartInput>,
+    interrupt: impl Future<Output = ()>,
+) -> Result<Summary, ClientError> {
+    let started = Instant::now();
+    let input = parts::format_of(&parts, config.input_format)?;
+    let output = Format::of_output(config.output_format, None, input);
+    keep::check_formats(&config.keep, input, output)?;
+    let dir = parts::output_dir(config.output.as_deref())?;
+    let inputs: Vec<InputSource> =
+        std::iter::once(config.input.clone()).chain(config.more_inputs.iter().cloned()).collect();
+    let outputs = parts::outputs(&parts, &inputs, &dir, input, output)?;
+    let totals: Vec<Option<u64>> =
+        parts.iter().map(|part| parts::progress_total(&part.path, input)).collect();
+    let total = totals.iter().copied().sum::<Option<u64>>();
+    let mut started_servers = StartedServers::start(&config, servers).await?;
+    let progress = Progress::new(!config.quiet && io::stderr().is_terminal(), total)
+        .watching(started_servers.growth(), config.quiet);
+    tokio::pin!(interrupt);
+    let (mut summary, mut offset) = (Summary::default(), 0);
+    let mut result = Ok(());
+    for ((part, path), part_total) in parts.iter().zip(&outputs).zip(&totals) {
+        let part_config = SolveConfig {
+            input: InputSource::File(part.path.clone()),
+            more_inputs: Vec::new(),
+            output: Some(path.clone()),
+            input_format: Some(input),
+            output_format: Some(output),
+            part: Some(part.part.clone()),
+            ..config.clone()
+        };
+        let progress = |_| progress.part(offset, summary.problems);
+        let done = async {
+            if same_file(&part.path, path) {
+                return Err(ClientError::OutputIsInput(path.clone()));
+            }
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|source| ClientError::OpenOutput { path: parent.to_owned(), source })?;
+            }
+            let formats = (input, output);
+            started_servers.solve(&part_config, renames, formats, progress, interrupt.as_mut()).await
+        };
+        match done.await {
+            Ok(done) => summary.add(&done),
+            Err(err) => {
+                result = Err(err);
+                break;
+            }
+        }
+        offset += part_total.unwrap_or(0);
+    }
+    progress.finish();
+    started_servers.stop().await;
+    result?;
+    Ok(Summary { elapsed: started.elapsed(), ..summary })
+}
+
+/// The servers a run's batches go to, the embedded one started if the run has none:
+/// started once for a run over several inputs, whose parts all go to it.
+struct StartedServers {
+    servers: Vec<Server>,
+    embedded: Option<Running>,
+}
+
+impl StartedServers {
+    /// Starts the embedded server if there is no `--server`.
+    async fn start(config: &SolveConfig, servers: Servers) -> Result<StartedServers, ClientError> {
+        let Servers { servers, tls } = servers;
+        let embedded = match (&config.embedded, servers.is_empty()) {
+            (Some(starter), true) => Some(starter.start().await.map_err(ClientError::EmbeddedServer)?),
+            _ => None,
+        };
+        let Some(running) = &embedded else { return Ok(StartedServers { servers, embedded }) };
+        match Server::parse(&running.url, &tls) {
+            Ok(server) => {
+                let servers = vec![server.through(running.pipe.clone(), running.exchange.clone())];
+                Ok(StartedServers { servers, embedded })
+            }
+            Err(err) => {
+                StartedServers { servers: Vec::new(), embedded }.stop().await;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// What the embedded server says of its growing tables.
+    fn growth(&self) -> Option<Growth> {
+        self.embedded.as_ref().and_then(|embedded| embedded.growth.clone())
+    }
+
+    /// Opens what `config` reads and writes (`formats`: the input's and the output's) and
+    /// runs it to its end (or to `interrupt`), shown by the progress `progress` makes from
+    /// the input's size.
+    async fn solve(
+        &mut self,
+        config: &SolveConfig,
+        renames: &ColumnMap,
+        formats: (Format, Format),
+        progress: impl FnOnce(Option<u64>) -> Progress,
+        interrupt: impl Future<Output = ()>,
+    ) -> Result<Summary, ClientError> {
+        match formats {
+            (Format::Jsonl, output) => {
+                let plan = plan::lines(config, output)?;
+                let progress = progress(plan.progress_total);
+                self.run(config, plan, progress, interrupt).await
+            }
+            (table, output) => {
+                let plan = plan::table(config, renames, table, output)?;
+                let progress = progress(plan.progress_total);
+                self.run(config, plan, progress, interrupt).await
+            }
+        }
+    }
+
+    /// Runs `plan` to its end (or to `interrupt`).
+    async fn run<D: Door>(
+        &mut self,
+        config: &SolveConfig,
+        plan: Plan<D>,
+        progress: Progress,
+        interrupt: impl Future<Output = ()>,
+    ) -> Result<Summary, ClientError> {
+        let run = Run::start(config, &self.servers, plan, self.embedded.take(), progress);
+        let (summary, embedded) = run.complete(interrupt).await;
+        self.embedded = embedded;
+        summary
+    }
+
+    /// Stops the embedded server, last, once no call is open on it.
+    async fn stop(self) {
+        if let Some(embedded) = self.embedded {
+            embedded.stop().await;
         }
     }
 }
@@ -126,30 +300,21 @@ enum Ended {
 }
 
 impl<D: Door> Run<D> {
-    /// Starts a run whose input and output `plan` opened (a resume checked): the embedded
-    /// server if there is no `--server`, then the reading and writing threads and the
+    /// Starts a run whose input and output `plan` opened (a resume checked) on `servers`
+    /// (the `embedded` one among them, if any): the reading and writing threads and the
     /// connections. Nothing was written before every check passed.
-    async fn start(config: SolveConfig, servers: Servers, plan: Plan<D>) -> Result<Run<D>, ClientError> {
+    fn start(
+        config: &SolveConfig,
+        servers: &[Server],
+        plan: Plan<D>,
+        embedded: Option<Running>,
+        progress: Progress,
+    ) -> Run<D> {
         let started = Instant::now();
-        let Servers { servers, tls } = servers;
-        let embedded = match (&config.embedded, servers.is_empty()) {
-            (Some(starter), true) => Some(starter.start().await.map_err(ClientError::EmbeddedServer)?),
-            _ => None,
-        };
-        let servers = match &embedded {
-            Some(embedded) => {
-                vec![Server::parse(&embedded.url, &tls)?
-                    .through(embedded.pipe.clone(), embedded.exchange.clone())]
-            }
-            None => servers,
-        };
-
-        let Plan { read, sink, door, progress_total, resumed } = plan;
+        let Plan { read, sink, door, progress_total: _, resumed } = plan;
         let budget = Arc::new(Budget::new(config.in_flight_bytes.get()));
         let queue = Arc::new(WorkQueue::new());
         let (to_writer, inbox) = mpsc::channel();
-        // A bar only for a person watching.
-        let progress = Progress::new(!config.quiet && io::stderr().is_terminal(), progress_total);
         let reader = {
             let (budget, queue, to_writer) = (Arc::clone(&budget), Arc::clone(&queue), to_writer.clone());
             tokio::task::spawn_blocking(move || read(&budget, &queue, &to_writer))
@@ -158,10 +323,10 @@ impl<D: Door> Run<D> {
             let (budget, queue) = (Arc::clone(&budget), Arc::clone(&queue));
             tokio::task::spawn_blocking(move || write_answers(sink, &inbox, &budget, &queue, progress))
         };
-        let (connections, open) = connect(&servers, &config, Arc::new(door), &queue, &to_writer);
-        let unreached = Unreached::new(&servers);
-        let reachable = servers.clone();
-        Ok(Run {
+        let (connections, open) = connect(servers, config, Arc::new(door), &queue, &to_writer);
+        let unreached = Unreached::new(servers);
+        let reachable = servers.to_vec();
+        Run {
             started,
             resumed: resumed.0,
             resumed_errors: resumed.1,
@@ -175,11 +340,15 @@ impl<D: Door> Run<D> {
             unreached,
             reachable,
             embedded,
-        })
+        }
     }
 
-    /// Runs to the end (or to `interrupt`) and shuts down.
-    async fn complete(mut self, interrupt: impl Future<Output = ()>) -> Result<Summary, ClientError> {
+    /// Runs to the end (or to `interrupt`) and shuts down; hands back the embedded
+    /// server, which its caller stops.
+    async fn complete(
+        mut self,
+        interrupt: impl Future<Output = ()>,
+    ) -> (Result<Summary, ClientError>, Option<Running>) {
         let ended = self.run(interrupt).await;
         self.shutdown(ended).await
     }
@@ -232,7 +401,7 @@ impl<D: Door> Run<D> {
 
     /// Stops in dependency order, so that every answer that reached this process is
     /// written and the output ends on a whole line that `--resume` can continue from.
-    async fn shutdown(mut self, ended: Ended) -> Result<Summary, ClientError> {
+    async fn shutdown(mut self, ended: Ended) -> (Result<Summary, ClientError>, Option<Running>) {
         // 1. Nothing new: the reader stops at its next batch, and each connection
         //    half-closes its call once the batches in its window are answered.
         self.budget.close();
@@ -266,18 +435,16 @@ impl<D: Door> Run<D> {
         if let Some(reader) = self.reader.take().filter(|_| written.is_ok()) {
             let _ = reader.await;
         }
-        // 5. The embedded server last, once no call is open on it.
-        if let Some(embedded) = self.embedded {
-            embedded.stop().await;
-        }
-        let (problems, errors) = written?;
-        Ok(Summary {
+        // 5. The embedded server is its caller's to stop, once no call is open on it: a
+        //    run over several inputs goes on with it.
+        let summary = written.map(|(problems, errors)| Summary {
             problems,
             errors,
             resumed: self.resumed,
             resumed_errors: self.resumed_errors,
             elapsed: self.started.elapsed(),
-        })
+        });
+        (summary, self.embedded)
     }
 }
 

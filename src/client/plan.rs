@@ -10,10 +10,10 @@ use std::fs::OpenOptions;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Field, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use prost::bytes::Bytes;
 
 use crate::client::batch::{Batch, BatchBuilder, InputMark};
@@ -34,10 +34,11 @@ use crate::client::table::columns::{output_schema, ColumnMap, ColumnsError, Inpu
 use crate::client::table::csv::parse_cells;
 use crate::client::table::csv_records::TooLongRow;
 use crate::client::table::fingerprint::TableFingerprint;
+use crate::client::table::keep::{Keep, KeptColumns};
 use crate::client::table::read::{batch_bytes, TableReader, TableSource};
 use crate::client::table::resume::{self as table_resume, OutputSpec, Saved, TableOptions};
 use crate::client::table::write::TableWriter;
-use crate::columnar::{Games, ID};
+use crate::columnar::{self, Games, ID};
 
 /// Bytes of output buffered before they are written.
 const OUTPUT_BUFFER: usize = 1 << 20;
@@ -145,11 +146,15 @@ pub(crate) fn table(
     let name = input_name(&config.input);
     let columns =
         InputColumns::resolve(source.schema(), renames, &name, input == Format::Csv, config.winner_only)?;
-    let read_schema = source.schema().project(columns.projection()).map_err(ClientError::table_input)?;
+    let kept = kept_columns(config, &columns, source.schema(), &name, output)?;
+    let mut projection: Vec<usize> = columns.projection().iter().copied().chain(kept.projection()).collect();
+    projection.sort_unstable();
+    projection.dedup();
+    let read_schema = source.schema().project(&projection).map_err(ClientError::table_input)?;
     let max = config.max_message_bytes;
     // A CSV line is bounded as a JSON line is: by the largest message the client sends.
-    let mut reader = source.reader(&columns, config.batch_rows.get(), max / 2, max)?;
-    let schema = columns.output_schema().clone();
+    let mut reader = source.reader(&projection, config.batch_rows.get(), max / 2, max)?;
+    let schema = with_kept(columns.output_schema(), &kept);
     let options = table_options(config, renames.clone(), input, output, 0);
     let mut fingerprint = TableFingerprint::new(&read_schema);
     let (out, resumed) = open_table_output(config, options, &schema, |_, saved| {
@@ -164,7 +169,14 @@ pub(crate) fn table(
     let sink = Box::new(TableSink::table(out, schema));
     let door = Flight::new(columns.descriptor(), columns.request_schema().field(0));
     let progress_total = reader.total();
-    let reading = TableReading { columns, fingerprint, csv: input == Format::Csv, max_line_bytes: max };
+    let reading = TableReading {
+        columns,
+        kept,
+        projection,
+        fingerprint,
+        csv: input == Format::Csv,
+        max_line_bytes: max,
+    };
     let read: ReadFn<RecordBatch> =
         Box::new(move |budget, queue, to_writer| reading.run(reader, budget, queue, to_writer));
     Ok(Plan { read, sink, door, progress_total, resumed })
@@ -185,9 +197,12 @@ pub fn read_table_problems(
         InputColumns::resolve(source.schema(), &ColumnMap::default(), "input", format == Format::Csv, false)?;
     // As `solve` bounds them: a batch's bytes at half the largest message, a CSV record at it.
     let max_line_bytes = batch_bytes.saturating_mul(2);
-    let mut reader = source.reader(&columns, batch_rows, batch_bytes, max_line_bytes)?;
+    let projection = columns.projection().to_vec();
+    let mut reader = source.reader(&projection, batch_rows, batch_bytes, max_line_bytes)?;
     let games = columns.descriptor().games;
-    let reading = TableReading { columns, fingerprint: None, csv: format == Format::Csv, max_line_bytes };
+    let csv = format == Format::Csv;
+    let kept = KeptColumns::default();
+    let reading = TableReading { columns, kept, projection, fingerprint: None, csv, max_line_bytes };
     while let Some(batch) = reader.next_batch()? {
         let first_row = reader.rows() - batch.num_rows() as u64;
         let too_long = reader.too_long_rows(reader.rows());
@@ -200,6 +215,38 @@ pub fn read_table_problems(
         }
     }
     Ok(reader.rows())
+}
+
+/// The input columns of a table (`schema`, `input`) that its output keeps beside the
+/// answers: none in a JSON-lines output, which has no place for them.
+fn kept_columns(
+    config: &SolveConfig,
+    columns: &InputColumns,
+    schema: &Schema,
+    input: &str,
+    output: Format,
+) -> Result<KeptColumns, ClientError> {
+    if output == Format::Jsonl {
+        return Ok(KeptColumns::default());
+    }
+    // Every answer column of the contract, whatever this table's games, and the id's
+    // place: a part of a directory keeps the same names as its siblings.
+    let answers = columnar::output_schema(Games::Mixed, None);
+    let mut taken: Vec<&str> = answers.fields().iter().map(|field| field.name().as_str()).collect();
+    taken.push(columns.output_schema().field(0).name());
+    let partition = config.part.as_ref().map_or(&[][..], |part| &part.partition[..]);
+    let id = columns.id();
+    Ok(KeptColumns::resolve(&config.keep, schema, partition, id, &taken, input, config.batch_rows.get())?)
+}
+
+/// `output` (the id, then the answers) with the kept columns after the id.
+fn with_kept(output: &SchemaRef, kept: &KeptColumns) -> SchemaRef {
+    if kept.is_empty() {
+        return Arc::clone(output);
+    }
+    let fields = output.fields();
+    let all: Vec<FieldRef> = fields[..1].iter().chain(kept.fields()).chain(&fields[1..]).cloned().collect();
+    Arc::new(Schema::new(all))
 }
 
 fn table_options(
@@ -215,6 +262,10 @@ fn table_options(
         winner_only: config.winner_only,
         columns,
         max_message_bytes,
+        keep: match output {
+            Format::Jsonl => Keep::None.to_string(),
+            _ => config.keep.to_string(),
+        },
         row_group_rows: match output {
             Format::Parquet => config.row_group_rows.get(),
             _ => 0,
@@ -265,9 +316,10 @@ fn open_table_output(
         let out = writer(Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)))?;
         return Ok((TableOutput::Plain(Box::new(out)), (0, 0)));
     }
-    let spec = OutputSpec { path, input: input_name(&config.input), options, schema };
+    let sidecar = resume::sidecar_for(path, config.part.is_some());
+    let spec = OutputSpec { path, sidecar, input: input_name(&config.input), options, schema };
     if config.resume {
-        if let Some(saved) = table_resume::saved(path, &spec.options)? {
+        if let Some(saved) = table_resume::saved(path, &spec.sidecar, &spec.options)? {
             let resumed = (saved.checkpoint().lines, saved.errors());
             match skip(path, &saved)? {
                 // Nothing is left to answer: the output stays as it is.
@@ -306,11 +358,16 @@ fn open_lines_output(config: &SolveConfig, reader: &mut ProblemReader) -> Result
     }
     let options =
         OutputOptions { winner_only: config.winner_only, max_message_bytes: config.max_message_bytes };
-    let resumed = if config.resume { resume::resume(path, options, reader)? } else { Resumed::default() };
+    let sidecar = resume::sidecar_for(path, config.part.is_some());
+    let resumed =
+        if config.resume { resume::resume(path, &sidecar, options, reader)? } else { Resumed::default() };
     let sidecar = match regular {
-        true => {
-            Some(Sidecar::create(path, input_name(&config.input), options, resumed.fingerprint.checkpoint())?)
-        }
+        true => Some(Sidecar::create(
+            &sidecar,
+            input_name(&config.input),
+            options,
+            resumed.fingerprint.checkpoint(),
+        )?),
         false => None,
     };
     let file = OpenOptions::new()
@@ -402,6 +459,9 @@ impl Reading {
 /// The reading thread of a table: batches of rows → requests → queue.
 struct TableReading {
     columns: InputColumns,
+    /// What goes beside the answers, from the batches read with `projection`.
+    kept: KeptColumns,
+    projection: Vec<usize>,
     /// Of the rows read so far, resumed ones included; `None` when there is no sidecar
     /// to save it in.
     fingerprint: Option<TableFingerprint>,
@@ -470,7 +530,10 @@ impl TableReading {
                 }
             };
             let checkpoint = self.fingerprint.as_ref().map(TableFingerprint::checkpoint).unwrap_or_default();
-            let cost = batch_bytes(&request) + rows * ANSWER_ROW_BYTES;
+            let kept = self.kept.of(&batch, &self.projection);
+            let kept_bytes: usize =
+                kept.iter().map(|array| array.to_data().get_slice_memory_size().unwrap_or(0)).sum();
+            let cost = batch_bytes(&request) + kept_bytes + rows * ANSWER_ROW_BYTES;
             let Ok(cost) = budget.acquire(cost) else { return };
             let end = InputMark { raw_offset: reader.position(), checkpoint };
             queue.push(Batch {
@@ -481,6 +544,7 @@ impl TableReading {
                 rejected,
                 end,
                 cost,
+                kept,
             });
             batches += 1;
         };

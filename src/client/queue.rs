@@ -133,6 +133,7 @@ mod tests {
             rejected: vec![],
             end: Default::default(),
             cost: 1,
+            kept: Vec::new(),
         }
     }
 

@@ -212,6 +212,21 @@ pub fn sidecar_path(output: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The sidecar of `output`: [`sidecar_path`], or for a part of a directory output
+/// (`hidden`) `.NAME.resume` beside it, which Spark, Hive and Hadoop skip, as they skip
+/// every file whose name starts with `.` or `_`, so that the directory reads as a table.
+pub fn sidecar_for(output: &Path, hidden: bool) -> PathBuf {
+    match (hidden, output.file_name()) {
+        (true, Some(name)) => {
+            let mut hidden = std::ffi::OsString::from(".");
+            hidden.push(name);
+            hidden.push(".resume");
+            output.with_file_name(hidden)
+        }
+        _ => sidecar_path(output),
+    }
+}
+
 /// Saves checkpoints of a run writing to a file: `F` is what the sidecar holds.
 #[derive(Debug)]
 pub struct Sidecar<F: Serialize = SidecarFile> {
@@ -221,16 +236,16 @@ pub struct Sidecar<F: Serialize = SidecarFile> {
 }
 
 impl Sidecar {
-    /// Writes the sidecar of `output` at `checkpoint`: before a fresh run writes any
-    /// line, so that even a run killed at once leaves an output that `--resume` accepts.
+    /// Writes the sidecar `sidecar` at `checkpoint`: before a fresh run writes any line,
+    /// so that even a run killed at once leaves an output that `--resume` accepts.
     pub fn create(
-        output: &Path,
+        sidecar: &Path,
         input: String,
         options: OutputOptions,
         checkpoint: Checkpoint,
     ) -> Result<Self, ResumeError> {
         let file = SidecarFile { format: FORMAT.to_owned(), input, options, checkpoint };
-        Sidecar::write_new(output, file)
+        Sidecar::write_new(sidecar, file)
     }
 
     /// Saves `checkpoint`, which the output (already flushed) must cover.
@@ -240,9 +255,9 @@ impl Sidecar {
 }
 
 impl<F: Serialize> Sidecar<F> {
-    /// The sidecar of `output`, holding `file`, written now.
-    pub fn write_new(output: &Path, file: F) -> Result<Self, ResumeError> {
-        let mut sidecar = Sidecar { path: sidecar_path(output), file, saved_at: Instant::now() };
+    /// The sidecar at `path`, holding `file`, written now.
+    pub fn write_new(path: &Path, file: F) -> Result<Self, ResumeError> {
+        let mut sidecar = Sidecar { path: path.to_owned(), file, saved_at: Instant::now() };
         sidecar.update(|_| ())?;
         Ok(sidecar)
     }
@@ -294,6 +309,7 @@ pub struct Resumed {
 /// fresh start. Nothing is changed unless every check passes.
 pub fn resume(
     output: &Path,
+    sidecar: &Path,
     options: OutputOptions,
     reader: &mut ProblemReader,
 ) -> Result<Resumed, ResumeError> {
@@ -305,7 +321,7 @@ pub fn resume(
     if len == 0 {
         return Ok(Resumed::default());
     }
-    let saved = read_sidecar(output)?;
+    let saved = read_sidecar(output, sidecar)?;
     compare_options(output, saved.options, options)?;
 
     let mut file =
@@ -346,12 +362,12 @@ pub fn resume(
     Ok(Resumed { point: scan.point, fingerprint: skipped.fingerprint })
 }
 
-/// Reads the sidecar of `output`, which must exist and be ours.
-fn read_sidecar(output: &Path) -> Result<SidecarFile, ResumeError> {
-    let Some(text) = sidecar_text(output)? else {
-        return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar: sidecar_path(output) });
+/// Reads `sidecar`, the sidecar of `output`, which must exist and be ours.
+fn read_sidecar(output: &Path, sidecar: &Path) -> Result<SidecarFile, ResumeError> {
+    let Some(text) = sidecar_text(sidecar)? else {
+        return Err(ResumeError::NotOurs { output: output.to_owned(), sidecar: sidecar.to_owned() });
     };
-    let sidecar = sidecar_path(output);
+    let sidecar = sidecar.to_owned();
     if let Some(format) = sidecar_format(&text).filter(|format| format != FORMAT) {
         return Err(written_as(output, &format, &text));
     }
@@ -360,13 +376,12 @@ fn read_sidecar(output: &Path) -> Result<SidecarFile, ResumeError> {
     Ok(saved)
 }
 
-/// The text of `output`'s sidecar, `None` when there is none.
-pub fn sidecar_text(output: &Path) -> Result<Option<Vec<u8>>, ResumeError> {
-    let sidecar = sidecar_path(output);
-    match std::fs::read(&sidecar) {
+/// The text of the sidecar at `sidecar`, `None` when there is none.
+pub fn sidecar_text(sidecar: &Path) -> Result<Option<Vec<u8>>, ResumeError> {
+    match std::fs::read(sidecar) {
         Ok(text) => Ok(Some(text)),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(io_error("read", &sidecar)(err)),
+        Err(err) => Err(io_error("read", sidecar)(err)),
     }
 }
 
@@ -642,7 +657,8 @@ mod tests {
             ids.iter().map(|id| format!("{{\"id\":\"{id}\",\"aliceWins\":false}}\n")).collect();
         text.push_str(tail);
         std::fs::write(&path, text).unwrap();
-        Sidecar::create(&path, "in.jsonl".into(), OPTIONS, fingerprint_of(INPUT, checkpoint)).unwrap();
+        Sidecar::create(&sidecar_path(&path), "in.jsonl".into(), OPTIONS, fingerprint_of(INPUT, checkpoint))
+            .unwrap();
         path
     }
 
@@ -652,7 +668,7 @@ mod tests {
         // Two lines checkpointed, a third written after, half a fourth cut off.
         let path = output(dir.path(), &["a", "4", "c"], "{\"id\":\"d", 2);
         let mut input = reader(INPUT);
-        let resumed = resume(&path, OPTIONS, &mut input).unwrap();
+        let resumed = resume(&path, &sidecar_path(&path), OPTIONS, &mut input).unwrap();
         assert_eq!(resumed.point, ResumePoint { lines: 3, errors: 0, truncated: 8 });
         assert_eq!(resumed.fingerprint.checkpoint(), fingerprint_of(INPUT, 3));
         let mut text = Vec::new();
@@ -663,8 +679,9 @@ mod tests {
     #[test]
     fn a_resume_refuses_what_it_cannot_prove() {
         let dir = tempfile::tempdir().unwrap();
-        let refused =
-            |path: &Path, input: &[u8], options| resume(path, options, &mut reader(input)).unwrap_err();
+        let refused = |path: &Path, input: &[u8], options| {
+            resume(path, &sidecar_path(path), options, &mut reader(input)).unwrap_err()
+        };
 
         let path = output(dir.path(), &["a", "4", "x"], "", 2);
         let err = refused(&path, INPUT, OPTIONS);
@@ -700,8 +717,14 @@ mod tests {
     fn a_missing_or_empty_output_is_a_fresh_start() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("none.jsonl");
-        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
+        assert_eq!(
+            resume(&path, &sidecar_path(&path), OPTIONS, &mut reader(INPUT)).unwrap().point,
+            ResumePoint::default()
+        );
         std::fs::write(&path, "").unwrap();
-        assert_eq!(resume(&path, OPTIONS, &mut reader(INPUT)).unwrap().point, ResumePoint::default());
+        assert_eq!(
+            resume(&path, &sidecar_path(&path), OPTIONS, &mut reader(INPUT)).unwrap().point,
+            ResumePoint::default()
+        );
     }
 }

@@ -23,7 +23,7 @@ use crate::client::error::ClientError;
 use crate::client::fingerprint::Checkpoint;
 use crate::client::input::InputError;
 use crate::client::output::{
-    decode_answer, each_solution, Answered, InOrder, SolutionWriter, ToWriter, Written,
+    decode_answer, each_solution, Answered, InOrder, OutputError, SolutionWriter, ToWriter, Written,
 };
 use crate::client::progress::Progress;
 use crate::client::queue::WorkQueue;
@@ -32,7 +32,8 @@ use crate::client::table::answers::{output_rows, SolutionRows};
 use crate::client::table::resume::{self as table_resume, OpenedOutput, TableSidecar};
 use crate::client::table::write::TableWriter;
 use crate::columnar::ERROR_REASON;
-use crate::pb;
+use crate::{convert, pb};
+use prost::Message;
 
 /// How long the writing thread waits for an answer before it looks whether a checkpoint
 /// is due.
@@ -71,6 +72,7 @@ pub(crate) fn write_answers<P>(
         match inbox.recv_timeout(IDLE_CHECKPOINT) {
             // A run waiting on its input or a slow server still saves what it wrote.
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                progress.tick();
                 if let Err(err) = sink.checkpoint(false) {
                     break Err(err);
                 }
@@ -224,7 +226,20 @@ impl TableSink<Bytes> {
         let mut rows = SolutionRows::new(schema);
         let to_rows: ToRows<Bytes> = Box::new(move |answered: Answered| {
             let (batch, solutions) = decode_answer(answered).map_err(ClientError::writing)?;
-            each_solution(&batch, &solutions, |solution| rows.push(solution));
+            // Each problem's game, from the request: an answer names it only by its move.
+            let request = pb::SolveBatchStreamRequest::decode(batch.payload.clone())
+                .map_err(|source| ClientError::writing(OutputError::Decode { seq: batch.seq, source }))?;
+            let mut games = request.problems.iter().map(convert::game_kind);
+            let mut rejected = batch.rejected.iter().map(|(at, _)| *at).peekable();
+            let mut line = 0;
+            each_solution(&batch, &solutions, |solution| {
+                let game = match rejected.next_if_eq(&line) {
+                    Some(_) => None,
+                    None => games.next().flatten(),
+                };
+                line += 1;
+                rows.push(solution, game)
+            });
             let table = rows.finish().map_err(ClientError::table_output)?;
             Ok((without_payload(batch), table, Vec::new()))
         });
@@ -233,12 +248,13 @@ impl TableSink<Bytes> {
 }
 
 impl TableSink<RecordBatch> {
-    /// The rows of a table input's answers, in `schema` (the id as sent, then the
-    /// answers), written to `output`.
+    /// The rows of a table input's answers, in `schema` (the id as sent, the kept
+    /// columns, then the answers), written to `output`.
     pub(crate) fn table(output: TableOutput, schema: SchemaRef) -> Self {
         let to_rows: ToRows<RecordBatch> = Box::new(move |answered: Answered<RecordBatch>| {
             let Answered { mut batch, solutions } = answered;
-            let rows = output_rows(&schema, &batch.payload, &solutions).map_err(ClientError::table_output)?;
+            let rows = output_rows(&schema, &batch.payload, &batch.kept, &solutions)
+                .map_err(ClientError::table_output)?;
             let overrides = std::mem::take(&mut batch.rejected);
             Ok((without_payload(batch), rows, overrides))
         });
@@ -248,8 +264,8 @@ impl TableSink<RecordBatch> {
 
 /// A batch's place and costs, its payload dropped.
 fn without_payload<P>(batch: Batch<P>) -> Batch<()> {
-    let Batch { seq, payload: _, problems, lines, rejected, end, cost } = batch;
-    Batch { seq, payload: (), problems, lines, rejected, end, cost }
+    let Batch { seq, payload: _, problems, lines, rejected, end, cost, kept: _ } = batch;
+    Batch { seq, payload: (), problems, lines, rejected, end, cost, kept: Vec::new() }
 }
 
 /// Rows of `rows` that are errors, the client's own `overrides` included.

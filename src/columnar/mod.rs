@@ -4,7 +4,8 @@
 //! A table of problems has one input column a game, named as the proto names the game's
 //! one field (`num`, `stones`, `n`, `piles`, from [`GameKind::input`]), and an optional
 //! `id` of any type that is echoed back unchanged. A table of solutions has the `id` (when
-//! given), `alice_wins`, the move as nullable columns named after the proto's move fields
+//! given), `game` (the row's game as descriptors name it, null when it has none),
+//! `alice_wins`, the move as nullable columns named after the proto's move fields
 //! with a `move_` prefix, `nim_value` for Nim Square, and `error_reason` and
 //! `error_message`, null on the rows that were solved. `docs/api.md` documents the same.
 //!
@@ -35,10 +36,13 @@ pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::BatchEncoder;
 pub(crate) use numbers::quoted;
 pub use numbers::{decimal_count, float_count, text_count, NotACount};
-pub use output::{solutions, AnswerColumns, Solutions};
+pub use output::{game_column, solutions, AnswerColumns, Solutions};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";
+/// The row's game, as descriptors name it (`stone_game_iv`); null on a row with no game
+/// or several.
+pub const GAME: &str = "game";
 /// True when Alice, who moves first, wins; null on an error row.
 pub const ALICE_WINS: &str = "alice_wins";
 /// Nim Square: the position's nim value (0 exactly when Bob wins).
@@ -291,11 +295,12 @@ impl AnswerColumn {
 }
 
 /// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
-/// they have one), `alice_wins`, the answer columns `games` fill, then the error columns;
-/// every column nullable.
+/// they have one), `game`, `alice_wins`, the answer columns `games` fill, then the error
+/// columns; every column nullable.
 pub fn output_schema(games: Games, id: Option<&Field>) -> Schema {
     let mut fields: Vec<Field> =
         id.map(|id| Field::new(ID, id.data_type().clone(), true)).into_iter().collect();
+    fields.push(Field::new(GAME, DataType::Utf8, true));
     fields.push(Field::new(ALICE_WINS, DataType::Boolean, true));
     fields.extend(AnswerColumn::of(games).map(|column| Field::new(column.name(), column.data_type(), true)));
     fields.push(Field::new(ERROR_REASON, DataType::Utf8, true));
@@ -341,15 +346,25 @@ mod tests {
         let id = Field::new(ID, DataType::Int64, false);
         assert_eq!(
             names(output_schema(Games::One(GameKind::NimSquare), Some(&id))),
-            ["id", "alice_wins", "move_pile", "move_take", "nim_value", "error_reason", "error_message"]
+            [
+                "id",
+                "game",
+                "alice_wins",
+                "move_pile",
+                "move_take",
+                "nim_value",
+                "error_reason",
+                "error_message"
+            ]
         );
         assert_eq!(
             names(output_schema(Games::One(GameKind::SumGame), None)),
-            ["alice_wins", "move_index", "move_digit", "error_reason", "error_message"]
+            ["game", "alice_wins", "move_index", "move_digit", "error_reason", "error_message"]
         );
         assert_eq!(
             names(output_schema(Games::Mixed, None)),
             [
+                "game",
                 "alice_wins",
                 "move_index",
                 "move_digit",

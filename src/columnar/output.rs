@@ -15,16 +15,38 @@ use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
-/// problems' id column and its field) first when given: [`Solutions`] given every result
-/// at once.
+/// problems' id column and its field) first when given and each row's `game`
+/// ([`game_column`]): [`Solutions`] given every result at once.
 pub fn solutions(
     games: Games,
     results: &[Result<Outcome, ProblemError>],
     id: Option<(&Field, ArrayRef)>,
+    game: ArrayRef,
 ) -> Result<RecordBatch, ArrowError> {
     let mut table = Solutions::new(games, results.len());
     table.append(results);
-    table.finish(id)
+    table.finish(id, game)
+}
+
+/// The `game` column of rows whose games are `kinds` (`None`: no game, or several): each
+/// game's label, as descriptors name it.
+pub fn game_column(kinds: impl IntoIterator<Item = Option<GameKind>>) -> ArrayRef {
+    let kinds = kinds.into_iter();
+    const LONGEST: usize = {
+        let (mut at, mut most) = (0, 0);
+        while at < GameKind::ALL.len() {
+            let len = GameKind::ALL[at].label().len();
+            most = if len > most { len } else { most };
+            at += 1;
+        }
+        most
+    };
+    let rows = kinds.size_hint().0;
+    let mut column = StringBuilder::with_capacity(rows, rows * LONGEST);
+    for kind in kinds {
+        column.append_option(kind.map(GameKind::label));
+    }
+    Arc::new(column.finish())
 }
 
 /// A table of solutions being built from a batch's results, a run of results at a time,
@@ -72,10 +94,16 @@ impl Solutions {
         }
     }
 
-    /// The table of the rows appended, with `id` first when given (as many rows).
-    pub fn finish(mut self, id: Option<(&Field, ArrayRef)>) -> Result<RecordBatch, ArrowError> {
+    /// The table of the rows appended, with `id` first when given and then `game` (as
+    /// many rows each).
+    pub fn finish(
+        mut self,
+        id: Option<(&Field, ArrayRef)>,
+        game: ArrayRef,
+    ) -> Result<RecordBatch, ArrowError> {
         let schema = output_schema(self.games, id.as_ref().map(|(field, _)| *field));
         let mut columns: Vec<ArrayRef> = id.map(|(_, array)| array).into_iter().collect();
+        columns.push(game);
         let solved = nulls(self.solved.finish());
         columns.push(Arc::new(BooleanArray::new(self.alice_wins.finish(), solved)));
         columns.extend(self.answers.finish());
@@ -332,9 +360,14 @@ mod tests {
         ];
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..6));
         let id = Field::new("id", DataType::Int64, false);
-        let batch = solutions(Games::Mixed, &results, Some((&id, ids.clone()))).unwrap();
+        let kinds = [GameKind::SumGame, GameKind::StoneGameIx, GameKind::StoneGameIv, GameKind::NimSquare];
+        let kinds = kinds.map(Some).into_iter().chain([Some(GameKind::StoneGameIv), None]);
+        let batch = solutions(Games::Mixed, &results, Some((&id, ids.clone())), game_column(kinds)).unwrap();
         assert_eq!(batch.schema().as_ref(), &output_schema(Games::Mixed, Some(&id)));
         assert_eq!(batch.column(0), &ids);
+        let games: Vec<_> = batch.column_by_name("game").unwrap().as_string::<i32>().iter().collect();
+        let labels = ["sum_game", "stone_game_ix", "stone_game_iv", "nim_square", "stone_game_iv"];
+        assert_eq!(games, labels.map(Some).into_iter().chain([None]).collect::<Vec<_>>());
         let u64s = |name| {
             batch.column_by_name(name).unwrap().as_primitive::<UInt64Type>().iter().collect::<Vec<_>>()
         };
@@ -388,7 +421,8 @@ mod tests {
                 );
             }
             let columns: Vec<ArrayRef> = answers.finish().collect();
-            let batch = solutions(Games::Mixed, &results, None).unwrap();
+            let batch =
+                solutions(Games::Mixed, &results, None, game_column((0..rows).map(|_| None))).unwrap();
             for (at, column) in AnswerColumn::of(Games::Mixed).enumerate() {
                 let written = batch.column_by_name(column.name()).unwrap();
                 assert_eq!(written, &columns[at], "{}: the same from both writers", column.name());
@@ -412,7 +446,8 @@ mod tests {
 
     #[test]
     fn one_games_table_has_only_its_columns_and_may_be_empty() {
-        let batch = solutions(Games::One(GameKind::StoneGameIv), &[], None).unwrap();
+        let batch =
+            solutions(Games::One(GameKind::StoneGameIv), &[], None, game_column(std::iter::empty())).unwrap();
         assert_eq!(batch.schema().as_ref(), &output_schema(Games::One(GameKind::StoneGameIv), None));
         assert_eq!(batch.num_rows(), 0);
         assert!(batch.columns().iter().all(|column| column.is_empty()));

@@ -1,15 +1,29 @@
 //! One extender at a time for a table that grows on demand (Stone Game IV's P-positions,
 //! Nim Square's Grundy values), its waiters woken on every published segment.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::{Condvar, Mutex};
 
+/// [`Grower::target`]'s word when no extension runs.
+const NO_TARGET: u64 = u64::MAX;
+
 /// Who extends a growing table, and the signal its waiters sleep on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Grower {
     /// Whether an extension runs.
     running: Mutex<bool>,
     /// Signalled on every published segment and when an extension ends.
     progressed: Condvar,
+    /// The pile the running extension covers, [`NO_TARGET`] when none runs: for a
+    /// progress display, read without the lock.
+    target: AtomicU64,
+}
+
+impl Default for Grower {
+    fn default() -> Self {
+        Grower { running: Mutex::default(), progressed: Condvar::new(), target: AtomicU64::new(NO_TARGET) }
+    }
 }
 
 /// Ends an extension when dropped, even by a panic, so that waiters can take over.
@@ -17,6 +31,7 @@ struct Running<'a>(&'a Grower);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
+        self.0.target.store(NO_TARGET, Ordering::Relaxed);
         *self.0.running.lock() = false;
         self.0.progressed.notify_all();
     }
@@ -42,10 +57,16 @@ impl Grower {
                 continue;
             }
             *running = true;
+            self.target.store(n, Ordering::Relaxed);
             drop(running);
             let _running = Running(self);
             extend(n);
         }
+    }
+
+    /// The pile the running extension covers, while one runs.
+    pub(crate) fn target(&self) -> Option<u64> {
+        Some(self.target.load(Ordering::Relaxed)).filter(|&n| n != NO_TARGET)
     }
 
     /// Whether an extension runs now.

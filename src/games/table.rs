@@ -21,6 +21,9 @@ pub trait Table: Send + Sync + std::fmt::Debug + 'static {
     fn needs_extension(&self, n: u64) -> bool;
     /// Grows the table to cover `n`; blocks. A pile beyond the limit is refused.
     fn extend_to(&self, n: u64) -> Result<(), SolveError>;
+    /// The pile the table is growing to while an extension runs, for a progress display
+    /// (with [`Table::covered`], how far it is).
+    fn growing_to(&self) -> Option<u64>;
 }
 
 /// A [`Table`] that a server keeps in a file across restarts.

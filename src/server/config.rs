@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use super::tables::{TableConfig, TablesConfig};
+pub use super::tables::{TableCache, TableCacheFlags, TableConfig, TablesConfig};
 pub use crate::seconds::{Seconds, Timeout};
 use crate::solver::SolverConfig;
 

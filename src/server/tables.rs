@@ -35,6 +35,80 @@ pub struct TableConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablesConfig {
     games: Vec<(GameKind, TableConfig)>,
+    /// Where a table without a `--NAME-table` file is kept (the client's embedded server's
+    /// cache); none by default.
+    cache: Option<TableCache>,
+}
+
+/// A directory that keeps the tables across runs, each in its own file (`iv.table`,
+/// `grundy.table`), for the tables no `--NAME-table` names: the bulk client's embedded
+/// server keeps its tables there, so that a second run does not rebuild them. Unlike a
+/// `--NAME-table` file, a cache that cannot be used is only warned about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableCache {
+    /// The directory.
+    pub dir: PathBuf,
+    /// A table whose file would be larger is not kept (said once in the log), and a
+    /// larger file is not read.
+    pub max_bytes: u64,
+}
+
+impl TableCache {
+    /// The cache's file of the table `name` (`iv`, `grundy`).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.table"))
+    }
+}
+
+/// The bulk client's flags for its embedded server's [`TableCache`]: on by default, in
+/// the user's cache directory.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct TableCacheFlags {
+    /// Directory that keeps the embedded server's tables across runs, so that a second
+    /// run does not rebuild them (default: the user's cache directory,
+    /// $XDG_CACHE_HOME/gamesolver or ~/.cache/gamesolver). A --NAME-table file wins.
+    #[arg(long, value_name = "DIR")]
+    pub table_cache: Option<PathBuf>,
+    /// Keep no table across runs: each run builds the tables it needs, and writes nothing.
+    #[arg(long, conflicts_with = "table_cache")]
+    pub no_table_cache: bool,
+    /// A table whose file would be larger is not kept in the cache (said once in the log).
+    #[arg(long, value_name = "BYTES", default_value_t = TableCacheFlags::default().table_cache_max_bytes)]
+    pub table_cache_max_bytes: u64,
+}
+
+impl Default for TableCacheFlags {
+    fn default() -> Self {
+        TableCacheFlags {
+            table_cache: None,
+            no_table_cache: false,
+            // Every Stone Game IV table up to its largest limit fits (3.4 MB at the
+            // default 10^9), and so do Nim Square tables up to about 5 x 10^8 piles (two
+            // bytes a pile; 20 MB at the default 10^7); a larger one is for a file of
+            // its own (--grundy-table), not for a home directory to fill unasked.
+            table_cache_max_bytes: 1 << 30,
+        }
+    }
+}
+
+impl TableCacheFlags {
+    /// The cache these flags ask for, its directory created: none with
+    /// `--no-table-cache`, or (with a warning) when the directory cannot be had.
+    pub fn open(&self) -> Option<TableCache> {
+        if self.no_table_cache {
+            return None;
+        }
+        let Some(dir) = self.table_cache.clone().or_else(|| Some(dirs::cache_dir()?.join("gamesolver")))
+        else {
+            tracing::warn!("no table cache: this system has no cache directory (give --table-cache DIR)");
+            return None;
+        };
+        if let Err(err) = std::fs::create_dir_all(&dir) {
+            tracing::warn!("no table cache: cannot create {}: {err}", dir.display());
+            return None;
+        }
+        Some(TableCache { dir, max_bytes: self.table_cache_max_bytes })
+    }
 }
 
 impl Default for TablesConfig {
@@ -43,11 +117,16 @@ impl Default for TablesConfig {
             let table = game.table()?;
             Some((game, TableConfig { max_n: table.default_limit, precompute: 0, file: None }))
         });
-        TablesConfig { games: games.collect() }
+        TablesConfig { games: games.collect(), cache: None }
     }
 }
 
 impl TablesConfig {
+    /// These tables, the ones without a file of their own kept in `cache`.
+    pub fn with_cache(self, cache: Option<TableCache>) -> Self {
+        TablesConfig { cache, ..self }
+    }
+
     /// `game`'s table flags; `None` for a game without a table.
     pub fn get(&self, game: GameKind) -> Option<&TableConfig> {
         self.games.iter().find(|(kind, _)| *kind == game).map(|(_, config)| config)
@@ -150,16 +229,25 @@ pub struct TableError {
     pub error: TableFileError,
 }
 
-/// A table and, with its file flag, its file.
+/// A table and, with its file flag (or a cache), its file.
 type TableFile = (Arc<dyn Table>, Option<Arc<dyn StoredTable>>);
 
-/// Every table bound to the file its flag names, if any.
+/// Every table bound to the file its flag names, else to its file in the cache, if any.
 pub(crate) fn files(tables: &Tables, config: &TablesConfig) -> Vec<TableFile> {
     struct Files<'a>(&'a TablesConfig, Vec<TableFile>);
     impl TableVisitor for Files<'_> {
         fn visit<T: TableGame>(&mut self, table: &Arc<T>) {
-            let file: Option<PathBuf> = self.0.get(table.game()).and_then(|config| config.file.clone());
-            let stored = file.map(|path| crate::tables::bind(Arc::clone(table), path));
+            let game = table.game();
+            let file: Option<PathBuf> = self.0.get(game).and_then(|config| config.file.clone());
+            let stored = match (file, &self.0.cache, game.table()) {
+                (Some(path), _, _) => Some(crate::tables::bind(Arc::clone(table), path)),
+                (None, Some(cache), Some(facts)) => Some(crate::tables::bind_cached(
+                    Arc::clone(table),
+                    cache.file(facts.name),
+                    cache.max_bytes,
+                )),
+                (None, _, _) => None,
+            };
             self.1.push((Arc::clone(table) as Arc<dyn Table>, stored));
         }
     }
@@ -210,13 +298,22 @@ impl TableLifecycle {
         metrics: Metrics,
     ) -> Result<Self, TableError> {
         let game = table.game();
-        if let Some(store) = &store {
-            let opening = Arc::clone(store);
+        if let Some(stored) = &store {
+            let opening = Arc::clone(stored);
             let opened = tokio::task::spawn_blocking(move || opening.open())
                 .await
-                .unwrap_or_else(|panicked| std::panic::resume_unwind(panicked.into_panic()))
-                .map_err(|error| TableError { game, error })?;
-            let (path, name) = (store.path().display(), game.name());
+                .unwrap_or_else(|panicked| std::panic::resume_unwind(panicked.into_panic()));
+            let opened = match opened {
+                Ok(opened) => opened,
+                // A cache is a convenience: one that cannot be used (its directory not
+                // writable, a link, a newer build's file) leaves the table unkept.
+                Err(error) if stored.cached() => {
+                    tracing::warn!("not keeping the {} table in the table cache: {error}", game.name());
+                    return Ok(TableLifecycle { table, store: None, metrics });
+                }
+                Err(error) => return Err(TableError { game, error }),
+            };
+            let (path, name) = (stored.path().display(), game.name());
             match opened {
                 Opened::Loaded(covered) => tracing::info!(%path, covered, "{name} table loaded"),
                 Opened::Missing => {

@@ -349,6 +349,7 @@ async fn solve_batch(
     let rows = batch.num_rows();
     let mut solutions = columnar::Solutions::new(descriptor.games, rows);
     let problems = columnar::BatchProblems::of(&batch, descriptor.games).map_err(invalid)?;
+    let game = problems.game_column(rows);
     let mut buffers = spare.take();
     // A run's problems, borrowing the batch's columns: no row's input is copied.
     let mut run = Vec::with_capacity(RUN_ROWS.min(rows));
@@ -383,7 +384,7 @@ async fn solve_batch(
     drop(batch);
     spare.give_back(buffers);
     let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));
-    solutions.finish(id).map_err(internal)
+    solutions.finish(id, game).map_err(internal)
 }
 
 /// Turns answer batches into Flight messages ([`BatchEncoder`]), none above the

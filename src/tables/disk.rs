@@ -15,6 +15,11 @@ use std::path::Path;
 /// The temporary files' names: `NAME.tmp` and this many random letters and digits.
 const RANDOM_CHARS: usize = 8;
 
+/// A temporary file younger than this may be another process's save in flight (two runs
+/// sharing the client's table cache), so it is left; a save takes seconds, even of the
+/// largest table.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Reads the file at `path`, refusing to follow a symbolic link there (see [`is_link`]).
 pub(crate) fn read(path: &Path) -> io::Result<Vec<u8>> {
     let mut options = fs::OpenOptions::new();
@@ -56,8 +61,8 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Removes the temporary files that saves of `path` by processes that died mid-save left
 /// beside it: `NAME.tmp` and random characters (or `NAME.tmpPID.N`, as older versions
-/// named them). Called before the table's first save, when none of this process's is in
-/// flight.
+/// named them), untouched for [`STALE_AFTER`]. Called before the table's first save, when
+/// none of this process's is in flight.
 pub(crate) fn remove_stale_temporaries(path: &Path) {
     let Some(name) = path.file_name() else { return };
     let prefix = temporary_prefix(name).to_string_lossy().into_owned();
@@ -72,6 +77,14 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
         if !random && !numbered {
             continue;
         }
+        // A link is never a save's: it goes whatever its age.
+        let young = fs::symlink_metadata(entry.path()).is_ok_and(|meta| {
+            !meta.is_symlink()
+                && meta.modified().is_ok_and(|at| at.elapsed().is_ok_and(|age| age < STALE_AFTER))
+        });
+        if young {
+            continue;
+        }
         // A link is removed, not followed.
         match fs::remove_file(entry.path()) {
             Ok(()) => {
@@ -82,6 +95,25 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
             }
         }
     }
+}
+
+/// The size and modification time of the file at `path` (a link's own), if there is one.
+pub(crate) fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
+/// The `covered` of the table file at `path` if it is one of `magic`'s (its header alone
+/// is read, not checked further): a save of a table that covers no more is not worth
+/// replacing it, when another process sharing the file saved a larger one meanwhile.
+pub(crate) fn covered_on_disk(path: &Path, magic: &[u8; 8]) -> Option<u64> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    let mut header = [0u8; 24];
+    io::Read::read_exact(&mut options.open(path).ok()?, &mut header).ok()?;
+    (header[..8] == magic[..]).then(|| u64::from_le_bytes(header[16..24].try_into().expect("8 bytes")))
 }
 
 /// Whether a save to `path` can create its temporary file: one is created beside it, as
@@ -114,7 +146,7 @@ fn temporary_prefix(name: &std::ffi::OsStr) -> std::ffi::OsString {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
@@ -166,7 +198,11 @@ mod tests {
             .map(|n| dir.path().join(n));
         for file in stale.iter().chain(&kept) {
             fs::write(file, b"partial").unwrap();
+            age(file);
         }
+        // Another process's save in flight.
+        let young = dir.path().join("iv.table.tmpYoung123");
+        fs::write(&young, b"partial").unwrap();
         let target = dir.path().join("target");
         fs::write(&target, b"kept").unwrap();
         let link = dir.path().join("iv.table.tmpLinkLink");
@@ -176,6 +212,27 @@ mod tests {
             stale.iter().chain([&link]).all(|file| fs::symlink_metadata(file).is_err()),
             "stale saves removed"
         );
-        assert!(kept.iter().chain([&target]).all(|file| file.exists()), "nothing else touched");
+        assert!(kept.iter().chain([&target, &young]).all(|file| file.exists()), "nothing else touched");
+    }
+
+    /// Makes `file` look untouched for an hour.
+    pub(crate) fn age(file: &Path) {
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        fs::File::options().write(true).open(file).unwrap().set_modified(hour_ago).unwrap();
+    }
+
+    #[test]
+    fn the_covered_of_a_table_on_disk_is_read_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iv.table");
+        assert_eq!(covered_on_disk(&path, b"GSIVLOSE"), None);
+        let mut header = b"GSIVLOSE".to_vec();
+        header.extend_from_slice(&[0; 8]);
+        header.extend_from_slice(&1234u64.to_le_bytes());
+        fs::write(&path, &header).unwrap();
+        assert_eq!(covered_on_disk(&path, b"GSIVLOSE"), Some(1234));
+        assert_eq!(covered_on_disk(&path, b"GSNIMGRU"), None, "another game's");
+        fs::write(&path, &header[..20]).unwrap();
+        assert_eq!(covered_on_disk(&path, b"GSIVLOSE"), None, "cut short");
     }
 }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::games::table::TableCodec;
 use crate::games::GameKind;
-pub use store::{bind, Opened, StoredTable, TableStore};
+pub use store::{bind, bind_cached, Opened, StoredTable, TableStore};
 
 /// The header every table file starts with: magic, version, reserved word, covered.
 const HEADER_BYTES: usize = 24;
@@ -113,6 +113,16 @@ pub enum TableFileError {
         /// The file.
         path: PathBuf,
     },
+    /// Larger than the most a table cache keeps: not read.
+    #[error("{path}: {bytes} bytes, more than the table cache keeps ({limit}, --table-cache-max-bytes)")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The cache's limit.
+        limit: u64,
+    },
     /// Well-formed, but not the table it claims to be (the game's codec says why).
     #[error("{path}: {source}")]
     Invalid {
@@ -130,6 +140,7 @@ impl TableFileError {
         match self {
             TableFileError::BadLength { .. }
             | TableFileError::BadChecksum { .. }
+            | TableFileError::TooLarge { .. }
             | TableFileError::Invalid { .. } => true,
             TableFileError::Io { .. }
             | TableFileError::BadMagic { .. }

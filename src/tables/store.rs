@@ -1,10 +1,15 @@
 //! A table file bound to its live table: loaded once at start-up, saved whenever the
-//! table has grown since. Saves are serialised, so the file only grows.
+//! table has grown since. Saves are serialised, so the file only grows; and a save does
+//! not replace a file that covers as much already, so that of two processes sharing it
+//! (two runs of the client over its table cache) the smaller table does not undo the
+//! larger's save.
 
 use std::io;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
@@ -29,13 +34,33 @@ pub struct TableStore<T> {
     path: PathBuf,
     /// The `covered` of what the file holds (as far as this process knows).
     saved: Mutex<u64>,
+    /// The most bytes the file may take (a cache's limit): a larger table is not saved,
+    /// and a larger file not read.
+    max_bytes: Option<u64>,
+    /// A table too large to keep has been said so in the log.
+    said_too_large: AtomicBool,
+    /// The file as opening found it (size, time written), to tell a file another
+    /// process saved since from the one this process read (or found damaged).
+    seen: Mutex<Option<(u64, std::time::SystemTime)>>,
     table: PhantomData<fn(&T)>,
 }
 
 impl<T: TableGame> TableStore<T> {
     /// A store for the file at `path`; nothing is read yet.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        TableStore { path: path.into(), saved: Mutex::new(0), table: PhantomData }
+        TableStore {
+            path: path.into(),
+            saved: Mutex::new(0),
+            max_bytes: None,
+            said_too_large: AtomicBool::new(false),
+            seen: Mutex::new(None),
+            table: PhantomData,
+        }
+    }
+
+    /// A store that neither reads nor saves a file of more than `max_bytes`.
+    pub fn with_limit(self, max_bytes: u64) -> Self {
+        TableStore { max_bytes: Some(max_bytes), ..self }
     }
 
     /// The file's path.
@@ -47,6 +72,12 @@ impl<T: TableGame> TableStore<T> {
     /// table is left as it was.
     pub fn load_into(&self, table: &T) -> Result<u64, TableFileError> {
         let mut saved = self.saved.lock();
+        if let Some(limit) = self.max_bytes {
+            let bytes = std::fs::symlink_metadata(&self.path).map_or(0, |meta| meta.len());
+            if bytes > limit {
+                return Err(TableFileError::TooLarge { path: self.path.clone(), bytes, limit });
+            }
+        }
         let file = T::Saved::load(&self.path)?;
         let covered = file.covered();
         table
@@ -64,7 +95,29 @@ impl<T: TableGame> TableStore<T> {
         }
         let file = table.saved();
         let covered = file.covered();
-        file.save(&self.path)?;
+        // Another process (a run sharing the cache) saved a table covering as much since
+        // this one opened the file: replacing it would only lose work. The file opening
+        // read, or found damaged, is replaced.
+        let changed = disk::stamp(&self.path).is_some_and(|now| Some(now) != *self.seen.lock());
+        if changed && disk::covered_on_disk(&self.path, &T::Saved::MAGIC).is_some_and(|on| on >= covered) {
+            *saved = covered;
+            return Ok(None);
+        }
+        let bytes = file.encode();
+        if let Some(limit) = self.max_bytes.filter(|&limit| bytes.len() as u64 > limit) {
+            if !self.said_too_large.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    "the {} table ({} bytes) is larger than the table cache keeps ({limit}, \
+                     --table-cache-max-bytes); not kept",
+                    table.game().name(),
+                    bytes.len()
+                );
+            }
+            return Ok(None);
+        }
+        disk::write_atomically(&self.path, &bytes)
+            .map_err(|source| TableFileError::Io { path: self.path.clone(), source })?;
         *saved = covered;
         Ok(Some(covered))
     }
@@ -77,6 +130,7 @@ impl<T: TableGame> TableStore<T> {
     /// recomputed.
     pub fn open(&self, table: &T) -> Result<Opened, TableFileError> {
         disk::remove_stale_temporaries(&self.path);
+        *self.seen.lock() = disk::stamp(&self.path);
         let opened = match self.load_into(table) {
             Ok(covered) => Opened::Loaded(covered),
             Err(TableFileError::Io { path, source }) if source.kind() == io::ErrorKind::NotFound => {
@@ -114,11 +168,19 @@ pub trait StoredTable: Send + Sync + std::fmt::Debug {
     fn open(&self) -> Result<Opened, TableFileError>;
     /// [`TableStore::save_or_report`].
     fn save_or_report(&self);
+    /// True for a file in a table cache, which may be unusable without stopping anything.
+    fn cached(&self) -> bool;
 }
 
 /// The table `table` bound to the file at `path`.
 pub fn bind<T: TableGame>(table: Arc<T>, path: PathBuf) -> Arc<dyn StoredTable> {
     Arc::new(Bound { store: TableStore::new(path), table })
+}
+
+/// The table `table` bound to the file at `path` in a table cache, which reads and keeps
+/// no file of more than `max_bytes`.
+pub fn bind_cached<T: TableGame>(table: Arc<T>, path: PathBuf, max_bytes: u64) -> Arc<dyn StoredTable> {
+    Arc::new(Bound { store: TableStore::new(path).with_limit(max_bytes), table })
 }
 
 /// [`bind`]'s binding.
@@ -140,5 +202,8 @@ impl<T: TableGame> StoredTable for Bound<T> {
     }
     fn save_or_report(&self) {
         self.store.save_or_report(&self.table);
+    }
+    fn cached(&self) -> bool {
+        self.store.max_bytes.is_some()
     }
 }

@@ -59,6 +59,7 @@ fn an_empty_file_is_recomputed_and_saves_left_by_dead_processes_are_removed() {
     let kept = [dir.path().join("iv.table.tmpx.1"), dir.path().join("other.table.tmp12.3")];
     for file in stale.iter().chain(&kept) {
         fs::write(file, b"partial").unwrap();
+        super::disk::tests::age(file);
     }
     let table = StoneGameIvTable::new(1000);
     assert!(matches!(
@@ -233,6 +234,31 @@ fn a_store_saves_only_when_the_table_grew_and_restores_it() {
     let after_corruption = StoneGameIvTable::new(10_000_000);
     assert!(TableStore::<StoneGameIvTable>::new(store.path()).load_into(&after_corruption).is_err());
     assert_eq!(after_corruption.covered(), 0);
+}
+
+/// Two processes sharing a file (two client runs over the table cache): the one whose
+/// table covers less does not replace the other's larger save; a cache's limit keeps a
+/// table too large out, and a file too large unread.
+#[test]
+fn a_shared_file_keeps_the_larger_table_and_a_cache_keeps_none_over_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("iv.table");
+    let (small, large) = (StoneGameIvTable::new(10_000_000), StoneGameIvTable::new(10_000_000));
+    let (first, second) = (TableStore::<StoneGameIvTable>::new(&path), TableStore::new(&path));
+    assert!(matches!(first.open(&small), Ok(Opened::Missing)));
+    assert!(matches!(second.open(&large), Ok(Opened::Missing)));
+    large.extend_to(2_000_000).unwrap();
+    small.extend_to(100_000).unwrap();
+    assert_eq!(second.save_if_grown(&large).unwrap(), Some(large.covered()));
+    assert_eq!(first.save_if_grown(&small).unwrap(), None, "the larger save is kept");
+    assert_eq!(IvTableFile::load(&path).unwrap().covered, large.covered());
+
+    let cached = TableStore::<StoneGameIvTable>::new(dir.path().join("cached.table")).with_limit(1000);
+    assert_eq!(cached.save_if_grown(&large).unwrap(), None, "over the limit: not kept");
+    assert!(!dir.path().join("cached.table").exists());
+    let reader = TableStore::<StoneGameIvTable>::new(&path).with_limit(1000);
+    let err = reader.open(&StoneGameIvTable::new(10_000_000)).unwrap();
+    assert!(matches!(err, Opened::Untrusted(TableFileError::TooLarge { limit: 1000, .. })), "{err:?}");
 }
 
 #[test]

@@ -202,7 +202,7 @@ def main():
         check(signed.schema.field("move_index").type == pa.int64() and signed.schema.field("nim_value").type == pa.int32(),
               "signed=True gives signed columns")
         empty = helper.solve_table(pa.table({"n": pa.array([], pa.uint64())}), one, "stone_game_iv")
-        check(empty.num_rows == 0 and empty.schema.names == ["alice_wins", "move_take", "error_reason", "error_message"],
+        check(empty.num_rows == 0 and empty.schema.names == ["game", "alice_wins", "move_take", "error_reason", "error_message"],
               "an empty table gets an empty answer with the answer's columns")
         try:
             helper.solve_table(table, one, "chess")

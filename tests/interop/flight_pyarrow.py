@@ -110,7 +110,7 @@ def main():
             sys.exit(f"flight_pyarrow: ListFlights named {paths}")
         info = client.get_flight_info(flight.FlightDescriptor.for_path("nim_square"))
         output = pa.ipc.read_schema(pa.py_buffer(info.app_metadata))
-        if output.names != ["id", "alice_wins", "move_pile", "move_take", "nim_value", "error_reason", "error_message"]:
+        if output.names != ["id", "game", "alice_wins", "move_pile", "move_take", "nim_value", "error_reason", "error_message"]:
             sys.exit(f"flight_pyarrow: the output schema reads as {output}")
 
         with grpc.insecure_channel(addr) as channel:

@@ -35,6 +35,7 @@ def answer_schema(id_type) -> StructType:
     """The answers of the ``mixed`` descriptor, as Spark types."""
     return StructType([
         StructField("id", id_type),
+        StructField("game", StringType()),
         StructField("alice_wins", BooleanType()),
         StructField("move_index", LongType()),
         StructField("move_digit", IntegerType()),

@@ -58,15 +58,18 @@ pub fn check(request: &RecordBatch, answer: &RecordBatch, expected: &Schema) -> 
 }
 
 /// The output rows of a checked `answer` to `request`: the id as sent (under the output's
-/// name for it), then the answer columns of `output`; no row is copied.
+/// name for it), the `kept` input columns, then the answer columns of `output`; no row is
+/// copied.
 pub fn output_rows(
     output: &SchemaRef,
     request: &RecordBatch,
+    kept: &[ArrayRef],
     answer: &RecordBatch,
 ) -> Result<RecordBatch, ArrowError> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(output.fields().len());
     columns.push(Arc::clone(request.column(0)));
-    for field in &output.fields()[1..] {
+    columns.extend(kept.iter().cloned());
+    for field in &output.fields()[1 + kept.len()..] {
         let column = answer
             .column_by_name(field.name())
             .ok_or_else(|| ArrowError::SchemaError(format!("no column {:?} in the answer", field.name())))?;
@@ -76,7 +79,7 @@ pub fn output_rows(
 }
 
 /// `rows` (an output table) with the rows of `overrides` (by index, ascending) holding
-/// those errors instead of their answers.
+/// those errors instead of their answers; the id, the kept columns and the game stay.
 pub fn override_rows(
     rows: &RecordBatch,
     overrides: &[(usize, pb::Solution)],
@@ -107,11 +110,13 @@ pub fn override_rows(
         }
     }
     let (reasons, messages): (ArrayRef, ArrayRef) = (Arc::new(reasons.finish()), Arc::new(messages.finish()));
+    let answer = |name: &str| name == ALICE_WINS || AnswerColumn::of(Games::Mixed).any(|c| c.name() == name);
     for (at, column) in columns.iter_mut().enumerate().skip(1) {
         *column = match at {
             at if at == reason_at => Arc::clone(&reasons),
             at if at == message_at => Arc::clone(&messages),
-            _ => arrow_select::nullif::nullif(column.as_ref(), &mask)?,
+            at if answer(schema.field(at).name()) => arrow_select::nullif::nullif(column.as_ref(), &mask)?,
+            _ => continue,
         };
     }
     RecordBatch::try_new(schema, columns)
@@ -278,6 +283,7 @@ impl<'a> Ids<'a> {
 pub struct SolutionRows {
     schema: SchemaRef,
     id: StringBuilder,
+    game: StringBuilder,
     alice_wins: BooleanBuilder,
     answers: AnswerColumns,
     reason: StringBuilder,
@@ -290,6 +296,7 @@ impl SolutionRows {
         SolutionRows {
             schema,
             id: StringBuilder::new(),
+            game: StringBuilder::new(),
             alice_wins: BooleanBuilder::new(),
             answers: AnswerColumns::new(Games::Mixed, 0),
             reason: StringBuilder::new(),
@@ -297,9 +304,11 @@ impl SolutionRows {
         }
     }
 
-    /// Appends `solution` as the next row.
-    pub fn push(&mut self, solution: &pb::Solution) {
+    /// Appends `solution`, the answer to a problem of `game` (none for a line that is
+    /// not a problem), as the next row.
+    pub fn push(&mut self, solution: &pb::Solution, game: Option<GameKind>) {
         self.id.append_value(&solution.id);
+        self.game.append_option(game.map(GameKind::label));
         self.alice_wins.append_option(solution.error.is_none().then_some(solution.alice_wins));
         let game_move =
             solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(convert::move_values);
@@ -310,7 +319,11 @@ impl SolutionRows {
 
     /// The rows pushed so far, as a table; the builder is empty again.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.id.finish()), Arc::new(self.alice_wins.finish())];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(self.id.finish()),
+            Arc::new(self.game.finish()),
+            Arc::new(self.alice_wins.finish()),
+        ];
         columns.extend(self.answers.finish());
         columns.push(Arc::new(self.reason.finish()));
         columns.push(Arc::new(self.message.finish()));
@@ -375,11 +388,22 @@ mod tests {
         let mut rows = SolutionRows::new(Arc::clone(&schema));
         let mut direct = Vec::new();
         for solution in samples() {
-            rows.push(&solution);
+            let game = solution
+                .winning_move
+                .as_ref()
+                .and_then(|m| m.game.as_ref())
+                .map(|m| convert::move_values(m).0);
+            rows.push(&solution, game);
             write_solution_json(&mut direct, &solution);
         }
         let table = rows.finish().unwrap();
         assert_eq!(table.num_rows(), 7);
+        let games: Vec<_> = table.column_by_name("game").unwrap().as_string::<i32>().iter().collect();
+        assert_eq!(
+            games[..4],
+            [Some("sum_game"), Some("stone_game_ix"), Some("stone_game_iv"), Some("nim_square")]
+        );
+        assert_eq!(games[4..], [None, None, None]);
         let mut through = Vec::new();
         write_json_lines(&mut through, &table, &[]).unwrap();
         assert_eq!(String::from_utf8(through).unwrap(), String::from_utf8(direct).unwrap());
@@ -402,6 +426,7 @@ mod tests {
         );
         let columns: Vec<ArrayRef> = vec![
             ids,
+            crate::columnar::game_column(vec![Some(GameKind::StoneGameIv); rows]),
             Arc::new(BooleanArray::from(vec![Some(true); rows])),
             Arc::new(UInt64Array::from(vec![Some(1); rows])),
             Arc::new(StringArray::from(vec![None::<&str>; rows])),
@@ -428,7 +453,7 @@ mod tests {
         );
         let retyped = answer(Arc::new(UInt64Array::from(vec![7, 8, 9])), 3);
         assert_eq!(check(&sent, &retyped, &expected).unwrap_err(), "its column \"id\" is UInt64, not Int32");
-        let missing = answer(ids, 3).project(&[0, 1, 3, 4]).unwrap();
+        let missing = answer(ids, 3).project(&[0, 1, 2, 4, 5]).unwrap();
         assert_eq!(check(&sent, &missing, &expected).unwrap_err(), "its answer has no column \"move_take\"");
     }
 
@@ -448,12 +473,14 @@ mod tests {
             ))),
             ..Default::default()
         };
-        let rows = output_rows(&output, &request(Arc::clone(&ids)), &answer(ids, 3)).unwrap();
+        let rows = output_rows(&output, &request(Arc::clone(&ids)), &[], &answer(ids, 3)).unwrap();
         let rows = override_rows(&rows, &[(1, bad)]).unwrap();
         assert_eq!(rows.schema().field(0).name(), "key");
-        let wins: Vec<_> = rows.column(1).as_boolean().iter().collect();
+        let games: Vec<_> = rows.column(1).as_string::<i32>().iter().collect();
+        assert_eq!(games, [Some("stone_game_iv"); 3], "the row's game stays");
+        let wins: Vec<_> = rows.column(2).as_boolean().iter().collect();
         assert_eq!(wins, [Some(true), None, Some(true)]);
-        let reasons: Vec<_> = rows.column(3).as_string::<i32>().iter().collect();
+        let reasons: Vec<_> = rows.column(4).as_string::<i32>().iter().collect();
         assert_eq!(reasons, [None, Some(INVALID_CELL), None]);
         let mut json = Vec::new();
         write_json_lines(&mut json, &rows, &[]).unwrap();

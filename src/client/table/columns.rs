@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(names(columns.request_schema()), ["id", "n"]);
         assert_eq!(
             names(columns.output_schema()),
-            ["key", "alice_wins", "move_take", "error_reason", "error_message"]
+            ["key", "game", "alice_wins", "move_take", "error_reason", "error_message"]
         );
         assert_eq!(columns.output_schema().field(0).data_type(), &DataType::Int32);
         assert_eq!(columns.request_schema().field(1).data_type(), &DataType::Int64);

@@ -1,15 +1,17 @@
 //! Reading a table of problems in bounded batches: Parquet, Arrow IPC (file or stream) or
-//! CSV, only the columns the contract needs.
+//! CSV, only the columns the contract needs (and the ones `--keep` writes beside the
+//! answers).
 //!
 //! A table is opened in two steps: its schema first, so that the columns can be resolved
-//! ([`InputColumns`]) before any row is read, then a reader of just those columns. Every
-//! batch has at most `--batch-rows` rows and about half of `--max-message-bytes`, so that
-//! a request and its answer fit a message; for Parquet the rows a batch holds are sized
-//! from the file's own column sizes, so that a batch of long rows is never built whole.
+//! ([`InputColumns`](super::columns::InputColumns)) before any row is read, then a reader
+//! of just those columns. Every batch has at most `--batch-rows` rows and about half of
+//! `--max-message-bytes`, so that a request and its answer fit a message; for Parquet the
+//! rows a batch holds are sized from the file's own column sizes, so that a batch of long
+//! rows is never built whole.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +25,6 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::columns::InputColumns;
 use super::csv_records::{BoundedRecords, TooLongRow, TooLongRows};
 use super::ipc_input::{IpcFile, IpcStream};
 use crate::client::embedded::BoxError;
@@ -106,17 +107,18 @@ impl TableSource {
         &self.schema
     }
 
-    /// A reader of `columns`' projection, `batch_rows` rows a batch at most and about
-    /// `batch_bytes` at most; a CSV record longer than `max_line_bytes` is read past, its
-    /// row noted in [`TableReader::too_long_rows`].
+    /// A reader of the table's columns `projection` (ascending: the contract's columns'
+    /// and the kept ones'), `batch_rows` rows a batch at most and about `batch_bytes` at
+    /// most; a CSV record longer than `max_line_bytes` is read past, its row noted in
+    /// [`TableReader::too_long_rows`].
     pub fn reader(
         self,
-        columns: &InputColumns,
+        projection: &[usize],
         batch_rows: usize,
         batch_bytes: usize,
         max_line_bytes: usize,
     ) -> Result<TableReader, InputError> {
-        let projection = columns.projection().to_vec();
+        let projection = projection.to_vec();
         let (path, format) = (self.path, self.format);
         let fail = |source: BoxError| InputError::OpenTable { path: path.clone(), format, source };
         let too_long = TooLongRows::default();
@@ -202,7 +204,7 @@ fn open_bytes(
     path: &Path,
 ) -> Result<(Box<dyn BufRead + Send>, Arc<AtomicU64>, Option<u64>), InputError> {
     let (raw, len): (Box<dyn Read + Send>, _) = match source {
-        InputSource::Stdin => (Box::new(io::stdin()), None),
+        InputSource::Stdin => (crate::client::sniff::stdin(), None),
         InputSource::File(path) => {
             let file = open_file(path)?;
             let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
@@ -404,7 +406,7 @@ fn compacted(batch: RecordBatch) -> RecordBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::table::columns::ColumnMap;
+    use crate::client::table::columns::{ColumnMap, InputColumns};
     use arrow_array::cast::AsArray;
     use arrow_array::types::UInt64Type;
     use arrow_array::{ArrayRef, StringArray, UInt64Array};
@@ -472,7 +474,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(columns.projection(), [0, 2]);
-            let mut reader = source.reader(&columns, 256, 1 << 20, 1 << 20).unwrap();
+            let mut reader = source.reader(columns.projection(), 256, 1 << 20, 1 << 20).unwrap();
             let mut ids = Vec::new();
             let mut sizes = Vec::new();
             while let Some(batch) = reader.next_batch().unwrap() {
@@ -495,7 +497,7 @@ mod tests {
             let source = TableSource::open(&InputSource::File(path), format).unwrap();
             let renames = ColumnMap::new(["id=junk".parse().unwrap()]).unwrap();
             let columns = InputColumns::resolve(source.schema(), &renames, "t", false, false).unwrap();
-            let mut reader = source.reader(&columns, 1000, 20_000, 1 << 20).unwrap();
+            let mut reader = source.reader(columns.projection(), 1000, 20_000, 1 << 20).unwrap();
             let mut batches = 0;
             while let Some(batch) = reader.next_batch().unwrap() {
                 assert!(batch.num_rows() < 1000, "{format}");
@@ -555,7 +557,7 @@ mod tests {
         let source = TableSource::open(&InputSource::File(path), Format::Parquet).unwrap();
         let columns =
             InputColumns::resolve(source.schema(), &ColumnMap::default(), "t", false, false).unwrap();
-        let mut reader = source.reader(&columns, 100, 1 << 20, 1 << 20).unwrap();
+        let mut reader = source.reader(columns.projection(), 100, 1 << 20, 1 << 20).unwrap();
         let mut seen = 0;
         assert_eq!(reader.skip(250, |batch| seen += batch.num_rows()).unwrap(), 250);
         assert_eq!((seen, reader.rows()), (250, 250));

@@ -23,6 +23,7 @@ use arrow_schema::SchemaRef;
 use serde::{Deserialize, Serialize};
 
 use super::columns::ColumnMap;
+use super::keep::Keep;
 use super::write::{read_back, Recovery, TableWriter};
 use crate::client::fingerprint::Checkpoint;
 use crate::client::format::Format;
@@ -54,6 +55,14 @@ pub struct TableOptions {
     pub max_message_bytes: usize,
     /// Rows of a Parquet output's row groups (0 for other outputs).
     pub row_group_rows: usize,
+    /// The input columns kept beside the answers (`--keep`); a sidecar from before the
+    /// flag kept none.
+    #[serde(default = "keep_none")]
+    pub keep: String,
+}
+
+fn keep_none() -> String {
+    Keep::None.to_string()
 }
 
 impl TableOptions {
@@ -137,17 +146,16 @@ fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Er
 /// Reads what `output`'s sidecar proves, for `--resume`: `None` when there is nothing to
 /// resume (no output, or an empty one, without a sidecar; or a sidecar whose file is
 /// gone). Refuses an output this client did not write, or wrote with other options.
-pub fn saved(output: &Path, options: &TableOptions) -> Result<Option<Saved>, ResumeError> {
-    let Some(text) = sidecar_text(output)? else {
+pub fn saved(output: &Path, sidecar: &Path, options: &TableOptions) -> Result<Option<Saved>, ResumeError> {
+    let Some(text) = sidecar_text(sidecar)? else {
         return match std::fs::metadata(output) {
-            Ok(meta) if meta.len() > 0 => Err(ResumeError::NotOurs {
-                output: output.to_owned(),
-                sidecar: crate::client::resume::sidecar_path(output),
-            }),
+            Ok(meta) if meta.len() > 0 => {
+                Err(ResumeError::NotOurs { output: output.to_owned(), sidecar: sidecar.to_owned() })
+            }
             _ => Ok(None),
         };
     };
-    let sidecar = crate::client::resume::sidecar_path(output);
+    let sidecar = sidecar.to_owned();
     if let Some(format) = sidecar_format(&text).filter(|format| format != FORMAT) {
         return Err(ResumeError::OptionsDiffer {
             output: output.to_owned(),
@@ -187,6 +195,10 @@ fn compare(output: &Path, was: &TableOptions, now: &TableOptions) -> Result<(), 
     if was.row_group_rows != now.row_group_rows {
         let flag = |n: usize| format!("--row-group-rows {n}");
         return differ(flag(was.row_group_rows), flag(now.row_group_rows));
+    }
+    if was.keep != now.keep {
+        let flag = |keep: &str| format!("--keep {keep}");
+        return differ(flag(&was.keep), flag(&now.keep));
     }
     if was.max_message_bytes != now.max_message_bytes {
         let flag = |n: usize| format!("--max-message-bytes {n}");
@@ -243,6 +255,8 @@ impl std::fmt::Debug for OpenedOutput {
 pub struct OutputSpec<'a> {
     /// The output file.
     pub path: &'a Path,
+    /// Its sidecar.
+    pub sidecar: PathBuf,
     /// The input, as named on the command line.
     pub input: String,
     /// The run's options (the output's format among them).
@@ -255,7 +269,7 @@ pub struct OutputSpec<'a> {
 /// any row. A `.partial` left by an earlier resumed run is removed.
 pub fn create(spec: &OutputSpec<'_>) -> Result<OpenedOutput, ResumeError> {
     let output = spec.path;
-    if let Some(text) = sidecar_text(output)? {
+    if let Some(text) = sidecar_text(&spec.sidecar)? {
         if let Ok(file) = serde_json::from_slice::<TableSidecarFile>(&text) {
             let partial = beside(output, &file.partial);
             if partial == partial_path(output) {
@@ -290,7 +304,7 @@ pub fn create(spec: &OutputSpec<'_>) -> Result<OpenedOutput, ResumeError> {
         },
         complete: false,
     };
-    let sidecar = Sidecar::write_new(output, file)?;
+    let sidecar = Sidecar::write_new(&spec.sidecar, file)?;
     Ok(OpenedOutput { writer, sidecar, target: file_name(output), stale: None, resumed: None, held: 0 })
 }
 
@@ -330,7 +344,7 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
             )
             .map_err(writer_error(&partial))?;
             let target = file.partial.clone();
-            let sidecar = Sidecar::write_new(output, file)?;
+            let sidecar = Sidecar::write_new(&spec.sidecar, file)?;
             Ok(OpenedOutput { writer, sidecar, target, stale: None, resumed, held: rows })
         }
         recovery => {
@@ -350,7 +364,7 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
             read_back(format, &partial, spec.schema, recovery, rows, |batch| writer.write(&batch, &[]))
                 .map_err(|source| ResumeError::ReadBack { output: partial.clone(), source })?;
             // The sidecar still names the old file: it does until the new one holds the rows.
-            let sidecar = Sidecar::write_new(output, file)?;
+            let sidecar = Sidecar::write_new(&spec.sidecar, file)?;
             Ok(OpenedOutput {
                 writer,
                 sidecar,

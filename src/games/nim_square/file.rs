@@ -63,6 +63,9 @@ impl Table for GrundyTable {
     fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         GrundyTable::extend_to(self, n)
     }
+    fn growing_to(&self) -> Option<u64> {
+        self.grower.target()
+    }
 }
 
 impl TableGame for GrundyTable {

@@ -171,6 +171,9 @@ impl Table for StoneGameIvTable {
     fn extend_to(&self, n: u64) -> Result<(), SolveError> {
         StoneGameIvTable::extend_to(self, n)
     }
+    fn growing_to(&self) -> Option<u64> {
+        self.grower.target()
+    }
 }
 
 impl TableGame for StoneGameIvTable {

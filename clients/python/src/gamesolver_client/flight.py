@@ -3,7 +3,8 @@
 A table holds one input column a game, named as the proto names the game's field
 (``num`` for Sum Game, ``stones`` for Stone Game IX, ``n`` for Stone Game IV, ``piles``
 for Nim Square), and an optional ``id`` of any type that comes back unchanged. The answer
-has the ``id``, ``alice_wins``, the move (``move_index``, ``move_digit``, ``move_pile``,
+has the ``id``, ``game`` (the row's game, ``stone_game_iv``; null for a row with none or
+two), ``alice_wins``, the move (``move_index``, ``move_digit``, ``move_pile``,
 ``move_take``), ``nim_value`` (Nim Square) and ``error_reason``/``error_message`` (null on
 rows that were solved). ``docs/api.md`` in the repository has the schemas.
 
