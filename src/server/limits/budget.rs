@@ -275,14 +275,7 @@ impl Budgeted {
     /// `Inflating`, done: a JSON message waits to be decoded next; any other is charged
     /// what it decodes to and handed on.
     fn inflated(&mut self, done: JobDone) -> Step {
-        let inflated = match done {
-            Ok((inflated, held)) => {
-                *self.held.lock() = Some(held);
-                inflated
-            }
-            Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
-        };
-        let frame = match inflated {
+        let frame = match self.job_frame(done, "inflating the request") {
             Ok(frame) if self.json.is_some() => {
                 let message = Bytes::from(frame);
                 self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
@@ -290,9 +283,7 @@ impl Budgeted {
             }
             inflated => inflated,
         };
-        self.message_done();
-        let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
-        ControlFlow::Break(Poll::Ready(Some(charged.map(Bytes::from))))
+        self.hand_on(frame)
     }
 
     /// `AwaitingTranscode`, its slot taken: decodes the Connect JSON `message` into its
@@ -319,15 +310,27 @@ impl Budgeted {
 
     /// `Transcoding`, done: the protobuf frame, charged what it decodes to, handed on.
     fn transcoded(&mut self, done: JobDone) -> Step {
-        self.message_done();
-        let transcoded = match done {
-            Ok((transcoded, held)) => {
+        let frame = self.job_frame(done, "decoding the JSON request");
+        self.hand_on(frame)
+    }
+
+    /// The frame a finished job made (`doing` names the job when it failed); the share it
+    /// held is the call's again.
+    fn job_frame(&mut self, done: JobDone, doing: &str) -> Result<Vec<u8>, Status> {
+        match done {
+            Ok((frame, held)) => {
                 *self.held.lock() = Some(held);
-                transcoded
+                frame
             }
-            Err(err) => Err(Status::internal(format!("decoding the JSON request failed: {err}"))),
-        };
-        let charged = transcoded.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+            Err(err) => Err(Status::internal(format!("{doing} failed: {err}"))),
+        }
+    }
+
+    /// Hands on a whole solver request `frame` (or the job's error), charged what it
+    /// decodes to.
+    fn hand_on(&mut self, frame: Result<Vec<u8>, Status>) -> Step {
+        self.message_done();
+        let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
         ControlFlow::Break(Poll::Ready(Some(charged.map(Bytes::from))))
     }
 
