@@ -3,7 +3,7 @@
 //! - `client_parse/*`: input JSON lines → encoded `SolveBatchStreamRequest`, the reading
 //!   thread's work (`BatchBuilder::push_line`), in MB/s of input;
 //! - `server/*`: what the server does with a decoded batch: `decode` the request,
-//!   (`decode_prost`: with prost's generated decoder instead of `src/codec.rs`),
+//!   (`decode_prost`: with prost's generated decoder instead of `src/codec/`),
 //!   `solve` it (`service::grpc::solve_batch`: convert, fan out, solve, build the solutions),
 //!   `encode` the response (`encode_prost`: with prost's encoder), and `all` three in a
 //!   row;
@@ -112,7 +112,7 @@ fn server(c: &mut Criterion) {
         .filter(|(name, _)| *name != "real_world")
         .map(|(n, l)| (n, encoded_batch(&l)))
         .collect();
-    // What the server's codec does (src/codec.rs), and prost alone for comparison.
+    // What the server's codec does (src/codec/), and prost alone for comparison.
     let decode = |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode_fast(bytes).unwrap();
     let decode_prost =
         |bytes: &prost::bytes::Bytes| pb::SolveBatchStreamRequest::decode(bytes.clone()).unwrap();

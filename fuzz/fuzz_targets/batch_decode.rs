@@ -1,4 +1,4 @@
-//! The codec against prost (`src/codec.rs`): whenever its fast decoder decodes a request
+//! The codec against prost (`src/codec/`): whenever its fast decoder decodes a request
 //! (of one problem or a batch) or a batch response, prost must decode the same bytes to
 //! the same message; when it
 //! gives way, prost decides. The same bytes are read as both messages, and whatever prost

@@ -1,5 +1,5 @@
 //! The columnar path: the IPC reader the Flight door and the client share
-//! (`src/columnar/ipc.rs`), and the client's Parquet, Arrow (file and stream) and CSV
+//! (`src/columnar/ipc/`), and the client's Parquet, Arrow (file and stream) and CSV
 //! readers as `solve` reads a table (`client::read_table_problems`). One target for
 //! both, so that CI builds and links one binary more, not five; the first byte picks:
 //! - 0: a sequence of IPC messages, each a little-endian `u32` header length, the header

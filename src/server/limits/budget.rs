@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -38,13 +39,23 @@ enum Phase {
     /// Waiting for one of the few inflation slots, holding the compressed message.
     AwaitingInflation { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Inflating a compressed message on the blocking pool.
-    Inflating(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
+    Inflating(Job),
     /// Waiting for a slot (the inflations' slots) to decode a whole Connect JSON message,
     /// holding it.
     AwaitingTranscode { message: Bytes, slot: BoxFuture<'static, Option<OwnedSemaphorePermit>> },
     /// Decoding a Connect JSON message into protobuf on the blocking pool.
-    Transcoding(tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>),
+    Transcoding(Job),
 }
+
+/// A message inflated or transcoded on the blocking pool: the frame, and the share it held.
+type Job = tokio::task::JoinHandle<(Result<Vec<u8>, Status>, Share)>;
+
+/// What a [`Job`] ends with.
+type JobDone = Result<(Result<Vec<u8>, Status>, Share), tokio::task::JoinError>;
+
+/// What one phase's step leaves: `Continue` in the phase it moved to, or `Break` with the
+/// answer to the poll.
+type Step = ControlFlow<Poll<Option<Result<Bytes, Status>>>>;
 
 /// What a call's request messages are: how they are compressed, and what they carry.
 #[derive(Debug, Clone, Copy)]
@@ -113,167 +124,214 @@ impl Budgeted {
         self.messages == 0 || !matches!(self.phase, Phase::Header) || !self.buf.is_empty()
     }
 
-    /// Moves the body on with what is buffered; `Some` is a frame for tonic.
-    ///
-    /// One match over the phases, each arm one transition of the state machine drawn in
-    /// [`Phase`]: it is longer than most functions here because splitting the arms apart
-    /// would scatter the machine across functions that each need all of `self`.
+    /// Moves the body on with what is buffered; `Some` is a frame for tonic. Each phase of
+    /// the state machine drawn in [`Phase`] has its step, a method named after what it
+    /// does: it moves to another phase (and the loop goes on) or answers the poll.
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Status>>> {
         loop {
-            match &mut self.phase {
-                Phase::Header => {
-                    if self.buf.len() < GRPC_HEADER {
-                        return Poll::Ready(None);
-                    }
-                    let compressed = self.buf[0] == 1;
-                    let len =
-                        u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-                    if len > self.limits.max_message_bytes {
-                        // tonic refuses it from its header, before reading any of it.
-                        self.phase = Phase::Passing { left: GRPC_HEADER };
-                        continue;
-                    }
-                    // The previous message's bytes are the call's to free now.
-                    self.held.lock().take();
-                    self.phase = Phase::Announced { compressed, len };
-                }
+            let step = match &mut self.phase {
+                Phase::Header => self.read_header(),
                 Phase::Announced { compressed, len } => {
-                    if *len > 0 && self.buf.len() <= GRPC_HEADER {
-                        return Poll::Ready(None);
-                    }
-                    // A message larger than what a client may hold runs alone within it.
-                    let wanted =
-                        (units(*len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_client);
-                    let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, &self.holder, cx)
-                    else {
-                        return Poll::Pending;
-                    };
-                    *self.held.lock() = Some(share);
                     let (compressed, len) = (*compressed, *len);
-                    self.phase = match (compressed, self.inflate, self.requests) {
-                        (true, Some(_), _) => Phase::Collecting { compressed, len },
-                        (false, _, Requests::OneProblem | Requests::Problems) => {
-                            // Paid for: the message's room at once, not by doubling.
-                            self.buf.reserve((GRPC_HEADER + len).saturating_sub(self.buf.len()));
-                            Phase::Collecting { compressed, len }
-                        }
-                        // Another service's, or compressed without a known encoding,
-                        // which tonic refuses.
-                        _ => Phase::Passing { left: len + GRPC_HEADER },
-                    };
+                    self.take_share(compressed, len, cx)
                 }
                 Phase::Passing { left } => {
-                    if self.buf.is_empty() {
-                        return Poll::Ready(None);
-                    }
-                    let take = (*left).min(self.buf.len());
-                    *left -= take;
-                    if *left == 0 {
-                        self.phase = Phase::Header;
-                        self.messages += 1;
-                    }
-                    return Poll::Ready(Some(Ok(self.buf.split_to(take).freeze())));
+                    let left = *left;
+                    self.pass_buffered(left)
                 }
                 Phase::Collecting { compressed, len } => {
                     let (compressed, len) = (*compressed, *len);
-                    if self.buf.len() < GRPC_HEADER + len {
-                        return Poll::Ready(None);
-                    }
-                    let message = self.take_message(GRPC_HEADER + len);
-                    if compressed {
-                        self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
-                        continue;
-                    }
-                    if self.json.is_some() {
-                        self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
-                        continue;
-                    }
-                    self.phase = Phase::Header;
-                    self.messages += 1;
-                    return Poll::Ready(Some(self.charge_decoded(&message).map(|()| message)));
+                    self.collect(compressed, len)
                 }
                 Phase::AwaitingInflation { message, slot } => {
-                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
-                        return Poll::Pending;
-                    };
+                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else { return Poll::Pending };
                     let message = std::mem::take(message);
-                    let (Some(inflate), Some(mut held)) = (self.inflate, self.held.lock().take()) else {
-                        return Poll::Ready(Some(Err(Status::internal(
-                            "inflating without an encoding or budget",
-                        ))));
-                    };
-                    let limit = self.limits.max_message_bytes;
-                    // Inflating 60 MB takes a tenth of a second: off the async workers.
-                    let job = tokio::task::spawn_blocking(move || {
-                        let _slot = slot;
-                        (inflate.inflate(&message[GRPC_HEADER..], limit, &mut held), held)
-                    });
-                    self.phase = Phase::Inflating(job);
+                    self.start_inflating(message, slot)
                 }
                 Phase::Inflating(job) => {
-                    let Poll::Ready(done) = Pin::new(job).poll(cx) else {
-                        return Poll::Pending;
-                    };
-                    let inflated = match done {
-                        Ok((inflated, held)) => {
-                            *self.held.lock() = Some(held);
-                            inflated
-                        }
-                        Err(err) => Err(Status::internal(format!("inflating the request failed: {err}"))),
-                    };
-                    let frame = match inflated {
-                        // A JSON message, inflated, is decoded next.
-                        Ok(frame) if self.json.is_some() => {
-                            let message = Bytes::from(frame);
-                            self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
-                            continue;
-                        }
-                        inflated => inflated,
-                    };
-                    self.phase = Phase::Header;
-                    self.messages += 1;
-                    let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
-                    return Poll::Ready(Some(charged.map(Bytes::from)));
+                    let Poll::Ready(done) = Pin::new(job).poll(cx) else { return Poll::Pending };
+                    self.inflated(done)
                 }
                 Phase::AwaitingTranscode { message, slot } => {
-                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else {
-                        return Poll::Pending;
-                    };
-                    // Only the JSON's slice is kept: the job drops it once decoded.
-                    let message = std::mem::take(message).slice(GRPC_HEADER..);
-                    let (Some(json), Some(mut held)) = (self.json, self.held.lock().take()) else {
-                        return Poll::Ready(Some(Err(Status::internal("decoding JSON without its budget"))));
-                    };
-                    let max = self.limits.max_message_bytes;
-                    // Decoding 60 MiB of JSON takes a second: off the async workers, one
-                    // a core at most, so that other clients' calls are answered meanwhile.
-                    let job = tokio::task::spawn_blocking(move || {
-                        let _slot = slot;
-                        let transcoded = json.transcode(message, max, &mut |bytes, decoded| {
-                            fit(&mut held, units(bytes), decoded, max)
-                        });
-                        (transcoded, held)
-                    });
-                    self.phase = Phase::Transcoding(job);
+                    let Poll::Ready(slot) = slot.as_mut().poll(cx) else { return Poll::Pending };
+                    let message = std::mem::take(message);
+                    self.start_transcoding(message, slot)
                 }
                 Phase::Transcoding(job) => {
-                    let Poll::Ready(done) = Pin::new(job).poll(cx) else {
-                        return Poll::Pending;
-                    };
-                    self.phase = Phase::Header;
-                    self.messages += 1;
-                    let transcoded = match done {
-                        Ok((transcoded, held)) => {
-                            *self.held.lock() = Some(held);
-                            transcoded
-                        }
-                        Err(err) => Err(Status::internal(format!("decoding the JSON request failed: {err}"))),
-                    };
-                    let charged = transcoded.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
-                    return Poll::Ready(Some(charged.map(Bytes::from)));
+                    let Poll::Ready(done) = Pin::new(job).poll(cx) else { return Poll::Pending };
+                    self.transcoded(done)
                 }
+            };
+            if let ControlFlow::Break(poll) = step {
+                return poll;
             }
         }
+    }
+
+    /// `Header`: reads the next message's header, once it is buffered whole.
+    fn read_header(&mut self) -> Step {
+        if self.buf.len() < GRPC_HEADER {
+            return ControlFlow::Break(Poll::Ready(None));
+        }
+        let compressed = self.buf[0] == 1;
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if len > self.limits.max_message_bytes {
+            // tonic refuses it from its header, before reading any of it.
+            self.phase = Phase::Passing { left: GRPC_HEADER };
+            return ControlFlow::Continue(());
+        }
+        // The previous message's bytes are the call's to free now.
+        self.held.lock().take();
+        self.phase = Phase::Announced { compressed, len };
+        ControlFlow::Continue(())
+    }
+
+    /// `Announced`: once the payload begins, takes the message's share of the budget
+    /// (waiting for it), and chooses how the message goes on.
+    fn take_share(&mut self, compressed: bool, len: usize, cx: &mut Context<'_>) -> Step {
+        if len > 0 && self.buf.len() <= GRPC_HEADER {
+            return ControlFlow::Break(Poll::Ready(None));
+        }
+        // A message larger than what a client may hold runs alone within it.
+        let wanted = (units(len + GRPC_HEADER) * MESSAGE_COPIES).min(self.budget.policy().per_client);
+        let Poll::Ready(share) = self.budget.poll_take(self.peer, wanted, &self.holder, cx) else {
+            return ControlFlow::Break(Poll::Pending);
+        };
+        *self.held.lock() = Some(share);
+        self.phase = match (compressed, self.inflate, self.requests) {
+            (true, Some(_), _) => Phase::Collecting { compressed, len },
+            (false, _, Requests::OneProblem | Requests::Problems) => {
+                // Paid for: the message's room at once, not by doubling.
+                self.buf.reserve((GRPC_HEADER + len).saturating_sub(self.buf.len()));
+                Phase::Collecting { compressed, len }
+            }
+            // Another service's, or compressed without a known encoding, which tonic
+            // refuses.
+            _ => Phase::Passing { left: len + GRPC_HEADER },
+        };
+        ControlFlow::Continue(())
+    }
+
+    /// `Passing`: passes on what is buffered of the message's `left` bytes.
+    fn pass_buffered(&mut self, left: usize) -> Step {
+        if self.buf.is_empty() {
+            return ControlFlow::Break(Poll::Ready(None));
+        }
+        let take = left.min(self.buf.len());
+        self.passed(left, take);
+        ControlFlow::Break(Poll::Ready(Some(Ok(self.buf.split_to(take).freeze()))))
+    }
+
+    /// Counts `take` of the `left` bytes of a message being passed on as passed.
+    fn passed(&mut self, left: usize, take: usize) {
+        match left - take {
+            0 => self.message_done(),
+            left => self.phase = Phase::Passing { left },
+        }
+    }
+
+    /// A message handed on whole: the next is read from its header.
+    fn message_done(&mut self) {
+        self.phase = Phase::Header;
+        self.messages += 1;
+    }
+
+    /// `Collecting`: once the message is buffered whole, it waits to be inflated or decoded
+    /// from JSON, or is charged what it decodes to and handed on.
+    fn collect(&mut self, compressed: bool, len: usize) -> Step {
+        if self.buf.len() < GRPC_HEADER + len {
+            return ControlFlow::Break(Poll::Ready(None));
+        }
+        let message = self.take_message(GRPC_HEADER + len);
+        if compressed {
+            self.phase = Phase::AwaitingInflation { message, slot: inflate::slot() };
+            return ControlFlow::Continue(());
+        }
+        if self.json.is_some() {
+            self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
+            return ControlFlow::Continue(());
+        }
+        self.message_done();
+        ControlFlow::Break(Poll::Ready(Some(self.charge_decoded(&message).map(|()| message))))
+    }
+
+    /// `AwaitingInflation`, its slot taken: inflates the compressed `message` on the
+    /// blocking pool.
+    fn start_inflating(&mut self, message: Bytes, slot: Option<OwnedSemaphorePermit>) -> Step {
+        let (Some(inflate), Some(mut held)) = (self.inflate, self.held.lock().take()) else {
+            let status = Status::internal("inflating without an encoding or budget");
+            return ControlFlow::Break(Poll::Ready(Some(Err(status))));
+        };
+        let limit = self.limits.max_message_bytes;
+        // Inflating 60 MB takes a tenth of a second: off the async workers.
+        let job = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            (inflate.inflate(&message[GRPC_HEADER..], limit, &mut held), held)
+        });
+        self.phase = Phase::Inflating(job);
+        ControlFlow::Continue(())
+    }
+
+    /// `Inflating`, done: a JSON message waits to be decoded next; any other is charged
+    /// what it decodes to and handed on.
+    fn inflated(&mut self, done: JobDone) -> Step {
+        let frame = match self.job_frame(done, "inflating the request") {
+            Ok(frame) if self.json.is_some() => {
+                let message = Bytes::from(frame);
+                self.phase = Phase::AwaitingTranscode { message, slot: inflate::slot() };
+                return ControlFlow::Continue(());
+            }
+            inflated => inflated,
+        };
+        self.hand_on(frame)
+    }
+
+    /// `AwaitingTranscode`, its slot taken: decodes the Connect JSON `message` into its
+    /// protobuf frame on the blocking pool.
+    fn start_transcoding(&mut self, message: Bytes, slot: Option<OwnedSemaphorePermit>) -> Step {
+        // Only the JSON's slice is kept: the job drops it once decoded.
+        let message = message.slice(GRPC_HEADER..);
+        let (Some(json), Some(mut held)) = (self.json, self.held.lock().take()) else {
+            let status = Status::internal("decoding JSON without its budget");
+            return ControlFlow::Break(Poll::Ready(Some(Err(status))));
+        };
+        let max = self.limits.max_message_bytes;
+        // Decoding 60 MiB of JSON takes a second: off the async workers, one a core at
+        // most, so that other clients' calls are answered meanwhile.
+        let job = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let transcoded = json
+                .transcode(message, max, &mut |bytes, decoded| fit(&mut held, units(bytes), decoded, max));
+            (transcoded, held)
+        });
+        self.phase = Phase::Transcoding(job);
+        ControlFlow::Continue(())
+    }
+
+    /// `Transcoding`, done: the protobuf frame, charged what it decodes to, handed on.
+    fn transcoded(&mut self, done: JobDone) -> Step {
+        let frame = self.job_frame(done, "decoding the JSON request");
+        self.hand_on(frame)
+    }
+
+    /// The frame a finished job made (`doing` names the job when it failed); the share it
+    /// held is the call's again.
+    fn job_frame(&mut self, done: JobDone, doing: &str) -> Result<Vec<u8>, Status> {
+        match done {
+            Ok((frame, held)) => {
+                *self.held.lock() = Some(held);
+                frame
+            }
+            Err(err) => Err(Status::internal(format!("{doing} failed: {err}"))),
+        }
+    }
+
+    /// Hands on a whole solver request `frame` (or the job's error), charged what it
+    /// decodes to.
+    fn hand_on(&mut self, frame: Result<Vec<u8>, Status>) -> Step {
+        self.message_done();
+        let charged = frame.and_then(|frame| self.charge_decoded(&frame).map(|()| frame));
+        ControlFlow::Break(Poll::Ready(Some(charged.map(Bytes::from))))
     }
 
     /// The first `len` bytes buffered, as a message of their own. The rest is moved out of
@@ -305,16 +363,12 @@ impl Budgeted {
     /// when nothing is buffered before it (tonic gathers the message anyway: copying it
     /// into `buf` first was a second copy of every Flight batch).
     fn pass_through(&mut self, data: &mut Bytes) -> Option<Bytes> {
-        let Phase::Passing { left } = &mut self.phase else { return None };
+        let Phase::Passing { left } = self.phase else { return None };
         if !self.buf.is_empty() || data.is_empty() {
             return None;
         }
-        let take = (*left).min(data.len());
-        *left -= take;
-        if *left == 0 {
-            self.phase = Phase::Header;
-            self.messages += 1;
-        }
+        let take = left.min(data.len());
+        self.passed(left, take);
         Some(data.split_to(take))
     }
 
