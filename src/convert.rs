@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::games::{Game, GameKind, InputRef, Move, MoveValues, Outcome, Player, SolveError};
+use crate::games::{
+    Declared, Game, GameKind, GameRef, InputRef, Move, MoveValues, Outcome, Player, SolveError,
+};
 use crate::pb;
 use crate::pool::PoolError;
 
@@ -263,17 +265,6 @@ pub fn game_kind(problem: &pb::Problem) -> Option<GameKind> {
     problem.game.as_ref().map(|game| wire_input(game).0)
 }
 
-/// A wire problem's game and its input.
-pub fn wire_input(game: &pb::problem::Game) -> (GameKind, InputRef<'_>) {
-    use pb::problem::Game as G;
-    match game {
-        G::SumGame(g) => (GameKind::SumGame, InputRef::Text(&g.num)),
-        G::StoneGameIx(g) => (GameKind::StoneGameIx, InputRef::Integers(&g.stones)),
-        G::StoneGameIv(g) => (GameKind::StoneGameIv, InputRef::Integer(g.n)),
-        G::NimSquare(g) => (GameKind::NimSquare, InputRef::Integers(&g.piles)),
-    }
-}
-
 /// The metrics label of a wire problem's game; `none` for a problem without one.
 pub fn game_label(problem: Option<&pb::Problem>) -> &'static str {
     problem.and_then(game_kind).map_or("none", GameKind::label)
@@ -291,15 +282,7 @@ pub fn problem_bytes(problem: &pb::Problem) -> usize {
 
 /// Splits a wire problem into its id and its game, taking ownership of the input.
 pub fn problem(problem: pb::Problem) -> (String, Result<Game, ProblemError>) {
-    use pb::problem::Game as G;
-    let game = match problem.game {
-        Some(G::SumGame(g)) => Ok(Game::SumGame(g.num)),
-        Some(G::StoneGameIx(g)) => Ok(Game::StoneGameIx(g.stones)),
-        Some(G::StoneGameIv(g)) => Ok(Game::StoneGameIv(g.n)),
-        Some(G::NimSquare(g)) => Ok(Game::NimSquare(g.piles)),
-        None => Err(ProblemError::MissingGame),
-    };
-    (problem.id, game)
+    (problem.id, problem.game.map(wire_game).ok_or(ProblemError::MissingGame))
 }
 
 /// As [`problem`], for a request field that may be unset (`MISSING_PROBLEM`, with an empty id).
@@ -307,18 +290,6 @@ pub fn required_problem(problem: Option<pb::Problem>) -> (String, Result<Game, P
     match problem {
         Some(p) => self::problem(p),
         None => (String::new(), Err(ProblemError::MissingProblem)),
-    }
-}
-
-impl From<Game> for pb::problem::Game {
-    fn from(game: Game) -> Self {
-        use pb::problem::Game as G;
-        match game {
-            Game::SumGame(num) => G::SumGame(pb::SumGame { num }),
-            Game::StoneGameIx(stones) => G::StoneGameIx(pb::StoneGameIx { stones }),
-            Game::StoneGameIv(n) => G::StoneGameIv(pb::StoneGameIv { n }),
-            Game::NimSquare(piles) => G::NimSquare(pb::NimSquare { piles }),
-        }
     }
 }
 
@@ -338,30 +309,58 @@ impl From<Move> for pb::Move {
     }
 }
 
-/// A wire move's game and its values, in the order of the game's
-/// [`GameKind::move_fields`] ([`Move::values`] of the wire types).
-pub fn move_values(game: &pb::r#move::Game) -> (GameKind, MoveValues) {
-    use pb::r#move::Game as G;
-    match game {
-        G::SumGame(m) => (GameKind::SumGame, [m.index, u64::from(m.digit)]),
-        G::StoneGameIx(m) => (GameKind::StoneGameIx, [m.index, 0]),
-        G::StoneGameIv(m) => (GameKind::StoneGameIv, [m.take, 0]),
-        G::NimSquare(m) => (GameKind::NimSquare, [m.pile, m.take]),
-    }
+/// The arms of every conversion between a game's protobuf messages and its domain
+/// types, one a game of the list, each through the game's own [`Declared`] conversions.
+macro_rules! wire_arms {
+    ($($module:ident :: $game:ident),+ $(,)?) => {
+        /// A wire problem's game and its input.
+        pub fn wire_input(game: &pb::problem::Game) -> (GameKind, InputRef<'_>) {
+            match game {
+                $(pb::problem::Game::$game(g) => {
+                    let input = <crate::games::$module::$game as Declared>::wire_input(g);
+                    GameRef::$game(input).parts()
+                })+
+            }
+        }
+
+        /// The domain game of a wire game, taking ownership of its input.
+        fn wire_game(game: pb::problem::Game) -> Game {
+            match game {
+                $(pb::problem::Game::$game(g) =>
+                    Game::$game(<crate::games::$module::$game as Declared>::from_wire(g)),)+
+            }
+        }
+
+        impl From<Game> for pb::problem::Game {
+            fn from(game: Game) -> Self {
+                match game {
+                    $(Game::$game(input) =>
+                        pb::problem::Game::$game(<crate::games::$module::$game as Declared>::to_wire(input)),)+
+                }
+            }
+        }
+
+        /// A wire move's game and its values, in the order of the game's
+        /// [`GameKind::move_fields`] ([`Move::values`] of the wire types).
+        pub fn move_values(game: &pb::r#move::Game) -> (GameKind, MoveValues) {
+            match game {
+                $(pb::r#move::Game::$game(m) =>
+                    (GameKind::$game, <crate::games::$module::$game as Declared>::wire_move_values(m)),)+
+            }
+        }
+
+        /// The wire move of `kind` with `values` ([`move_values`]' inverse). A `uint32`
+        /// field keeps the low 32 bits of its value, as prost reads one from the wire.
+        pub fn wire_move(kind: GameKind, values: MoveValues) -> pb::r#move::Game {
+            match kind {
+                $(GameKind::$game =>
+                    pb::r#move::Game::$game(<crate::games::$module::$game as Declared>::wire_move(values)),)+
+            }
+        }
+    };
 }
 
-/// The wire move of `kind` with `values` ([`move_values`]' inverse). A `uint32` field
-/// keeps the low 32 bits of its value, as prost reads one from the wire.
-pub fn wire_move(kind: GameKind, values: MoveValues) -> pb::r#move::Game {
-    use pb::r#move::Game as G;
-    let (first, second) = (values[0], values[1]);
-    match kind {
-        GameKind::SumGame => G::SumGame(pb::SumGameMove { index: first, digit: second as u32 }),
-        GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIxMove { index: first }),
-        GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIvMove { take: first }),
-        GameKind::NimSquare => G::NimSquare(pb::NimSquareMove { pile: first, take: second }),
-    }
-}
+crate::games::with_games!(wire_arms);
 
 /// The wire solution for problem `id`: its outcome, or its error.
 pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Solution {
@@ -381,6 +380,7 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::games::stone_game_iv;
 
     /// A problem of `kind` with a non-empty input.
     fn sample(kind: GameKind) -> pb::Problem {
@@ -522,7 +522,10 @@ mod tests {
 
     #[test]
     fn outcome_to_solution() {
-        let won = solution("a".into(), Ok(Outcome::alice(Some(Move::StoneGameIv { take: 4 }))));
+        let won = solution(
+            "a".into(),
+            Ok(Outcome::alice(Some(Move::StoneGameIv(stone_game_iv::StoneGameIvMove { take: 4 })))),
+        );
         assert!(won.alice_wins);
         assert_eq!(won.winner, pb::Winner::Alice as i32);
         assert_eq!(

@@ -1,4 +1,5 @@
-//! gamesolver: exact answers to four two-player games, in bulk, over gRPC.
+//! gamesolver: exact answers to two-player games ([`games::GameKind::ALL`]), in bulk, over
+//! gRPC.
 //!
 //! # Layout
 //! Layers point one way: `games` <- `convert` <- `codec` <- `service` <- `server` <- the

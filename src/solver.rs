@@ -98,7 +98,7 @@ impl AsProblem for Problem {
 impl AsProblem for ProblemRef<'_> {
     #[inline]
     fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError> {
-        self.as_ref().copied()
+        self.as_ref().map(|game| game.shorten())
     }
 }
 

@@ -196,9 +196,9 @@ struct Exchanged {
     held: Option<MemoryHold>,
 }
 
-/// The widest answer row's columns (the move's and the nim value's, a validity bit each,
-/// two string offsets), with room to spare: what a batch's row costs in its answer.
-const ANSWER_ROW_BYTES: usize = 48;
+/// The widest answer row's columns (8 bytes for each move field and the nim value, two
+/// string offsets): what a batch's row costs in its answer.
+const ANSWER_ROW_BYTES: usize = columnar::answer_row_bytes(2);
 
 /// What the server holds for each row of a batch while it is solved, beyond its arrays:
 /// its problem and result, and its answer row. A batch's rows are charged this before it is
