@@ -40,16 +40,18 @@ pub fn log_panics() {
             .unwrap_or("(a payload that is not text)");
         let location = info.location().map(ToString::to_string).unwrap_or_default();
         let backtrace = std::backtrace::Backtrace::capture();
-        let backtrace = match backtrace.status() {
-            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
-            _ => String::new(),
-        };
-        tracing::error!(
-            %location,
-            panics_not_logged = held_back,
-            "panic: {}{backtrace}",
-            // A panic's message may quote what a peer sent.
-            echo::message(message)
-        );
+        // A panic's message may quote what a peer sent.
+        let message = echo::message(message);
+        // The backtrace is a field after the others, so that the first line carries the
+        // message, the location and the count whether or not a backtrace follows.
+        match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => tracing::error!(
+                %location,
+                panics_not_logged = held_back,
+                backtrace = %format_args!("\n{backtrace}"),
+                "panic: {message}"
+            ),
+            _ => tracing::error!(%location, panics_not_logged = held_back, "panic: {message}"),
+        }
     }));
 }
