@@ -1,170 +1,21 @@
 //! Protobuf ⇄ domain conversions, and the one place where errors become wire errors.
 //!
-//! Every error a problem can meet maps, in one exhaustive `match` each, to a gRPC code, a
-//! stable AIP-193 reason, the request field to blame and the values that vary
-//! ([`ProblemError::code`], [`ProblemError::reason`], [`ProblemError::field`],
-//! [`ProblemError::metadata`]). The unary RPC sends them as `google.rpc.Status` details
-//! (`ErrorInfo` and `BadRequest`), the batch and streaming RPCs as the `error` of a
-//! `Solution`, so both always agree.
+//! A problem's error ([`ProblemError`], in [`crate::problem`]) carries its gRPC code, its
+//! stable AIP-193 reason, the request field to blame and the values that vary; here the
+//! unary RPC sends them as `google.rpc.Status` details (`ErrorInfo` and `BadRequest`), the
+//! batch and streaming RPCs as the `error` of a `Solution`, so both always agree.
 
 use std::collections::{BTreeMap, HashMap};
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::games::{
-    Declared, Game, GameKind, GameRef, InputRef, Move, MoveValues, Outcome, Player, SolveError,
-};
+use crate::games::{Declared, Game, GameKind, GameRef, InputRef, Move, MoveValues, Outcome, Player};
 use crate::pb;
-use crate::pool::PoolError;
+use crate::problem::ProblemError;
 
 /// The `ErrorInfo.domain` of every error this server sends.
 pub const ERROR_DOMAIN: &str = "gamesolver.v1";
-
-/// Why one problem got no answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProblemError {
-    /// A request message without its `problem`.
-    #[error("request has no problem: set its problem field")]
-    MissingProblem,
-    /// The `game` oneof is unset.
-    #[error("problem has no game: set one of {}", GameKind::ALL.map(GameKind::json_field).join(", "))]
-    MissingGame,
-    /// The game's input is not valid, or beyond this server's limits.
-    #[error(transparent)]
-    Solve(#[from] SolveError),
-    /// The solver failed (a bug) or the server is stopping.
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A table row whose game input is null, or holds a null value (columnar input only).
-    #[error("{}: {} is null", game.name(), element(*game, *index))]
-    NullInput {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The position of the null value in a list input; `None` when the input itself is null.
-        index: Option<u64>,
-    },
-    /// A table row with a negative integer where the game counts stones (columnar input only).
-    #[error("{}: {} = {value} is negative", game.name(), element(*game, *index))]
-    NegativeValue {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The value found.
-        value: i64,
-        /// Its position in a list input; `None` for a single integer (`n`).
-        index: Option<u64>,
-    },
-    /// A table row whose number is not a count: a fraction, an infinity, or beyond
-    /// `uint64` (a float, decimal or text column; columnar input only).
-    #[error("{}: {} = {value} is not a uint64 (a whole number from 0 to 18446744073709551615)", game.name(), element(*game, *index))]
-    NotUint64 {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The value found, as the message shows it: `7.5`, `inf`, `"x"`.
-        value: String,
-        /// Its position in a list input; `None` for a single number (`n`).
-        index: Option<u64>,
-    },
-    /// A table row of a `mixed` exchange with more than one game's input set.
-    #[error("problem has several games: {}; set only one", inputs(games))]
-    SeveralGames {
-        /// The games whose inputs are set, in the order of [`GameKind::ALL`].
-        games: Vec<GameKind>,
-    },
-}
-
-/// A game's input, or one element of it: `n`, `stones[3]`.
-fn element(game: GameKind, index: Option<u64>) -> String {
-    match index {
-        Some(index) => format!("{}[{index}]", game.input()),
-        None => game.input().to_owned(),
-    }
-}
-
-/// The games' input names, for a message: `num, n`.
-fn inputs(games: &[GameKind]) -> String {
-    games.iter().map(|game| game.input()).collect::<Vec<_>>().join(", ")
-}
-
-impl ProblemError {
-    /// The gRPC code of this error.
-    pub fn code(&self) -> Code {
-        match self {
-            ProblemError::MissingProblem
-            | ProblemError::MissingGame
-            | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. })
-            | ProblemError::NullInput { .. }
-            | ProblemError::NegativeValue { .. }
-            | ProblemError::NotUint64 { .. }
-            | ProblemError::SeveralGames { .. } => Code::InvalidArgument,
-            ProblemError::Solve(SolveError::OutOfRange { .. }) => Code::OutOfRange,
-            ProblemError::Pool(PoolError::Panicked(_)) => Code::Internal,
-            ProblemError::Pool(PoolError::Gone) => Code::Unavailable,
-        }
-    }
-
-    /// The stable, machine-readable reason (`ErrorInfo.reason`); the README lists them all.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ProblemError::MissingProblem => "MISSING_PROBLEM",
-            ProblemError::MissingGame => "NO_GAME",
-            ProblemError::Solve(SolveError::InvalidCharacter { .. }) => "INVALID_CHARACTER",
-            ProblemError::Solve(SolveError::OddLength { .. }) => "ODD_LENGTH",
-            ProblemError::Solve(SolveError::OutOfRange { .. }) => "PILE_ABOVE_LIMIT",
-            ProblemError::Pool(PoolError::Panicked(_)) => "SOLVER_PANICKED",
-            ProblemError::Pool(PoolError::Gone) => "SERVER_STOPPING",
-            ProblemError::NullInput { .. } => "NULL_INPUT",
-            ProblemError::NegativeValue { .. } => "NEGATIVE_VALUE",
-            ProblemError::NotUint64 { .. } => "NOT_UINT64",
-            ProblemError::SeveralGames { .. } => "SEVERAL_GAMES",
-        }
-    }
-
-    /// The request field to blame, as a path from the request's `problem`
-    /// (a `BadRequest` field violation); `None` when the input is not at fault.
-    pub fn field(&self) -> Option<&'static str> {
-        match self {
-            ProblemError::MissingProblem => Some("problem"),
-            ProblemError::MissingGame | ProblemError::SeveralGames { .. } => Some("problem.game"),
-            ProblemError::Solve(err) => Some(err.game().input_path()),
-            ProblemError::NullInput { game, .. }
-            | ProblemError::NegativeValue { game, .. }
-            | ProblemError::NotUint64 { game, .. } => Some(game.input_path()),
-            ProblemError::Pool(_) => None,
-        }
-    }
-
-    /// The values that vary from one occurrence to the next (`ErrorInfo.metadata`).
-    pub fn metadata(&self) -> BTreeMap<String, String> {
-        let pairs: Vec<(&str, String)> = match self {
-            ProblemError::Solve(SolveError::InvalidCharacter { index, found }) => {
-                vec![("index", index.to_string()), ("character", found.to_string())]
-            }
-            ProblemError::Solve(SolveError::OddLength { len }) => vec![("length", len.to_string())],
-            ProblemError::Solve(SolveError::OutOfRange { n, limit, .. }) => {
-                vec![("n", n.to_string()), ("limit", limit.to_string())]
-            }
-            ProblemError::NullInput { index, .. } => {
-                index.map(|index| ("index", index.to_string())).into_iter().collect()
-            }
-            ProblemError::NegativeValue { value, index, .. } => {
-                let index = index.map(|index| ("index", index.to_string()));
-                [("value", value.to_string())].into_iter().chain(index).collect()
-            }
-            ProblemError::NotUint64 { value, index, .. } => {
-                let index = index.map(|index| ("index", index.to_string()));
-                [("value", value.clone())].into_iter().chain(index).collect()
-            }
-            ProblemError::SeveralGames { games } => {
-                vec![("games", games.iter().map(|game| game.label()).collect::<Vec<_>>().join(","))]
-            }
-            ProblemError::MissingProblem
-            | ProblemError::MissingGame
-            | ProblemError::Pool(PoolError::Panicked(_) | PoolError::Gone) => vec![],
-        };
-        pairs.into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
-    }
-}
 
 impl From<ProblemError> for Status {
     fn from(err: ProblemError) -> Self {
@@ -380,7 +231,8 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::games::stone_game_iv;
+    use crate::games::{stone_game_iv, SolveError};
+    use crate::pool::PoolError;
 
     /// A problem of `kind` with a non-empty input.
     fn sample(kind: GameKind) -> pb::Problem {

@@ -10,7 +10,8 @@
 
 use std::sync::OnceLock;
 
-use gamesolver::convert::{self, ProblemError};
+use gamesolver::convert;
+use gamesolver::problem::ProblemError;
 use gamesolver::games::{nim_square, stone_game_iv, stone_game_ix, sum_game, Game, GameKind, Move, Outcome, Player, SolveError, Tables};
 use gamesolver::pb;
 use gamesolver_fuzz::{StoneGameIvReference, IV_REFERENCE_END};

@@ -24,9 +24,8 @@ use arrow_schema::{DataType, FieldRef};
 
 use super::numbers::Converted;
 use super::{accepted_types, cast_fix, spread_bits, Games, ID};
-use crate::convert::ProblemError;
 use crate::games::{GameKind, GameRef, MakeGameRef};
-use crate::solver::{Problem, ProblemRef};
+use crate::problem::{Problem, ProblemError, ProblemRef};
 
 /// Why a batch's columns cannot be read as problems at all; the exchange fails with
 /// `INVALID_ARGUMENT` and this message.

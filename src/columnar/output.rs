@@ -11,8 +11,8 @@ use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, Scal
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
-use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
+use crate::problem::ProblemError;
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
 /// problems' id column and its field) first when given and each row's `game`

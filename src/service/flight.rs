@@ -36,9 +36,10 @@ use super::memory::{CallMemory, MemoryHold};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
 use crate::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
-use crate::convert::ProblemError;
 use crate::games::{GameRef, Outcome};
-use crate::solver::{BatchBuffers, Problem, Solver};
+use crate::problem::Problem;
+use crate::problem::ProblemError;
+use crate::solver::{BatchBuffers, Solver};
 
 /// The Flight service's name, as reflection and the metrics know it.
 pub const SERVICE_NAME: &str =
