@@ -2,15 +2,10 @@
 //!
 //! Each game lives in its own folder with a closed-form (or table-driven) solver, the
 //! winning move, and its declaration (`game.rs`: [`Declared`]), which says everything
-//! the rest of the crate asks of it. [`with_games!`] lists the games once; [`GameKind`],
+//! the rest of the crate asks of it. `with_games!` lists the games once; [`GameKind`],
 //! [`Game`], [`GameRef`], [`Move`] and every arm over them are generated from that list
 //! (`registry.rs`). `exhaustive` holds the brute-force minimax that the tests hold every
 //! solver to.
-
-pub mod nim_square;
-pub mod stone_game_iv;
-pub mod stone_game_ix;
-pub mod sum_game;
 
 pub mod declare;
 #[cfg(test)]

@@ -9,6 +9,8 @@
 /// and their arms for the games listed, each as `module::Declaration`.
 macro_rules! declare_games {
     ($($module:ident :: $game:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
         /// The games this crate solves: what the rest of the crate asks of a game by name,
         /// one variant a game of the list in `games/mod.rs`, in the order of the wire
         /// contract's `oneof`s.
