@@ -234,16 +234,11 @@ mod tests {
     use crate::games::{stone_game_iv, SolveError};
     use crate::pool::PoolError;
 
-    /// A problem of `kind` with a non-empty input.
+    /// A problem of `kind` with a non-empty input, drawn by its own generator.
     fn sample(kind: GameKind) -> pb::Problem {
-        use pb::problem::Game as G;
-        let game = match kind {
-            GameKind::SumGame => G::SumGame(pb::SumGame { num: "1?".into() }),
-            GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIx { stones: vec![1, 2] }),
-            GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIv { n: 5 }),
-            GameKind::NimSquare => G::NimSquare(pb::NimSquare { piles: vec![3, 4] }),
-        };
-        pb::Problem { id: "p".into(), game: Some(game) }
+        let sizes: Vec<_> = kind.sizes().iter().map(|_| 2..=2).collect();
+        let game = kind.random(&mut rand::rng(), &sizes);
+        pb::Problem { id: "p".into(), game: Some(game.into()) }
     }
 
     /// Every game through every fact the wire side asks of it: its kind and label, its
