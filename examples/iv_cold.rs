@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use gamesolver::games::stone_game_iv::IvTableFile;
 use gamesolver::games::stone_game_iv::{baseline, smallest_winning_take};
-use gamesolver::games::{Move, Player, StoneGameIvTable};
+use gamesolver::games::{stone_game_iv, Move, Player, StoneGameIvTable};
 use gamesolver::tables::TableFile;
 use measure::median;
 
@@ -234,7 +234,9 @@ fn warm_solves(table: &StoneGameIvTable, losing: &[u64], end: u64) -> Warm {
     let (mut sum_k, mut wins) = (0.0, 0.0);
     let started = Instant::now();
     for &n in &piles {
-        if let Some(Move::StoneGameIv { take }) = table.solve(n).expect("covered").winning_move {
+        if let Some(Move::StoneGameIv(stone_game_iv::StoneGameIvMove { take })) =
+            table.solve(n).expect("covered").winning_move
+        {
             sum_k += (take as f64).sqrt();
             wins += 1.0;
         }

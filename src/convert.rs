@@ -1,168 +1,21 @@
 //! Protobuf ⇄ domain conversions, and the one place where errors become wire errors.
 //!
-//! Every error a problem can meet maps, in one exhaustive `match` each, to a gRPC code, a
-//! stable AIP-193 reason, the request field to blame and the values that vary
-//! ([`ProblemError::code`], [`ProblemError::reason`], [`ProblemError::field`],
-//! [`ProblemError::metadata`]). The unary RPC sends them as `google.rpc.Status` details
-//! (`ErrorInfo` and `BadRequest`), the batch and streaming RPCs as the `error` of a
-//! `Solution`, so both always agree.
+//! A problem's error ([`ProblemError`], in [`crate::problem`]) carries its gRPC code, its
+//! stable AIP-193 reason, the request field to blame and the values that vary; here the
+//! unary RPC sends them as `google.rpc.Status` details (`ErrorInfo` and `BadRequest`), the
+//! batch and streaming RPCs as the `error` of a `Solution`, so both always agree.
 
 use std::collections::{BTreeMap, HashMap};
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::games::{Game, GameKind, InputRef, Move, MoveValues, Outcome, Player, SolveError};
+use crate::games::{Declared, Game, GameKind, GameRef, InputRef, Move, MoveValues, Outcome, Player};
 use crate::pb;
-use crate::pool::PoolError;
+use crate::problem::ProblemError;
 
 /// The `ErrorInfo.domain` of every error this server sends.
 pub const ERROR_DOMAIN: &str = "gamesolver.v1";
-
-/// Why one problem got no answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProblemError {
-    /// A request message without its `problem`.
-    #[error("request has no problem: set its problem field")]
-    MissingProblem,
-    /// The `game` oneof is unset.
-    #[error("problem has no game: set one of {}", GameKind::ALL.map(GameKind::json_field).join(", "))]
-    MissingGame,
-    /// The game's input is not valid, or beyond this server's limits.
-    #[error(transparent)]
-    Solve(#[from] SolveError),
-    /// The solver failed (a bug) or the server is stopping.
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A table row whose game input is null, or holds a null value (columnar input only).
-    #[error("{}: {} is null", game.name(), element(*game, *index))]
-    NullInput {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The position of the null value in a list input; `None` when the input itself is null.
-        index: Option<u64>,
-    },
-    /// A table row with a negative integer where the game counts stones (columnar input only).
-    #[error("{}: {} = {value} is negative", game.name(), element(*game, *index))]
-    NegativeValue {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The value found.
-        value: i64,
-        /// Its position in a list input; `None` for a single integer (`n`).
-        index: Option<u64>,
-    },
-    /// A table row whose number is not a count: a fraction, an infinity, or beyond
-    /// `uint64` (a float, decimal or text column; columnar input only).
-    #[error("{}: {} = {value} is not a uint64 (a whole number from 0 to 18446744073709551615)", game.name(), element(*game, *index))]
-    NotUint64 {
-        /// The game whose input it is.
-        game: GameKind,
-        /// The value found, as the message shows it: `7.5`, `inf`, `"x"`.
-        value: String,
-        /// Its position in a list input; `None` for a single number (`n`).
-        index: Option<u64>,
-    },
-    /// A table row of a `mixed` exchange with more than one game's input set.
-    #[error("problem has several games: {}; set only one", inputs(games))]
-    SeveralGames {
-        /// The games whose inputs are set, in the order of [`GameKind::ALL`].
-        games: Vec<GameKind>,
-    },
-}
-
-/// A game's input, or one element of it: `n`, `stones[3]`.
-fn element(game: GameKind, index: Option<u64>) -> String {
-    match index {
-        Some(index) => format!("{}[{index}]", game.input()),
-        None => game.input().to_owned(),
-    }
-}
-
-/// The games' input names, for a message: `num, n`.
-fn inputs(games: &[GameKind]) -> String {
-    games.iter().map(|game| game.input()).collect::<Vec<_>>().join(", ")
-}
-
-impl ProblemError {
-    /// The gRPC code of this error.
-    pub fn code(&self) -> Code {
-        match self {
-            ProblemError::MissingProblem
-            | ProblemError::MissingGame
-            | ProblemError::Solve(SolveError::InvalidCharacter { .. } | SolveError::OddLength { .. })
-            | ProblemError::NullInput { .. }
-            | ProblemError::NegativeValue { .. }
-            | ProblemError::NotUint64 { .. }
-            | ProblemError::SeveralGames { .. } => Code::InvalidArgument,
-            ProblemError::Solve(SolveError::OutOfRange { .. }) => Code::OutOfRange,
-            ProblemError::Pool(PoolError::Panicked(_)) => Code::Internal,
-            ProblemError::Pool(PoolError::Gone) => Code::Unavailable,
-        }
-    }
-
-    /// The stable, machine-readable reason (`ErrorInfo.reason`); the README lists them all.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ProblemError::MissingProblem => "MISSING_PROBLEM",
-            ProblemError::MissingGame => "NO_GAME",
-            ProblemError::Solve(SolveError::InvalidCharacter { .. }) => "INVALID_CHARACTER",
-            ProblemError::Solve(SolveError::OddLength { .. }) => "ODD_LENGTH",
-            ProblemError::Solve(SolveError::OutOfRange { .. }) => "PILE_ABOVE_LIMIT",
-            ProblemError::Pool(PoolError::Panicked(_)) => "SOLVER_PANICKED",
-            ProblemError::Pool(PoolError::Gone) => "SERVER_STOPPING",
-            ProblemError::NullInput { .. } => "NULL_INPUT",
-            ProblemError::NegativeValue { .. } => "NEGATIVE_VALUE",
-            ProblemError::NotUint64 { .. } => "NOT_UINT64",
-            ProblemError::SeveralGames { .. } => "SEVERAL_GAMES",
-        }
-    }
-
-    /// The request field to blame, as a path from the request's `problem`
-    /// (a `BadRequest` field violation); `None` when the input is not at fault.
-    pub fn field(&self) -> Option<&'static str> {
-        match self {
-            ProblemError::MissingProblem => Some("problem"),
-            ProblemError::MissingGame | ProblemError::SeveralGames { .. } => Some("problem.game"),
-            ProblemError::Solve(err) => Some(err.game().input_path()),
-            ProblemError::NullInput { game, .. }
-            | ProblemError::NegativeValue { game, .. }
-            | ProblemError::NotUint64 { game, .. } => Some(game.input_path()),
-            ProblemError::Pool(_) => None,
-        }
-    }
-
-    /// The values that vary from one occurrence to the next (`ErrorInfo.metadata`).
-    pub fn metadata(&self) -> BTreeMap<String, String> {
-        let pairs: Vec<(&str, String)> = match self {
-            ProblemError::Solve(SolveError::InvalidCharacter { index, found }) => {
-                vec![("index", index.to_string()), ("character", found.to_string())]
-            }
-            ProblemError::Solve(SolveError::OddLength { len }) => vec![("length", len.to_string())],
-            ProblemError::Solve(SolveError::OutOfRange { n, limit, .. }) => {
-                vec![("n", n.to_string()), ("limit", limit.to_string())]
-            }
-            ProblemError::NullInput { index, .. } => {
-                index.map(|index| ("index", index.to_string())).into_iter().collect()
-            }
-            ProblemError::NegativeValue { value, index, .. } => {
-                let index = index.map(|index| ("index", index.to_string()));
-                [("value", value.to_string())].into_iter().chain(index).collect()
-            }
-            ProblemError::NotUint64 { value, index, .. } => {
-                let index = index.map(|index| ("index", index.to_string()));
-                [("value", value.clone())].into_iter().chain(index).collect()
-            }
-            ProblemError::SeveralGames { games } => {
-                vec![("games", games.iter().map(|game| game.label()).collect::<Vec<_>>().join(","))]
-            }
-            ProblemError::MissingProblem
-            | ProblemError::MissingGame
-            | ProblemError::Pool(PoolError::Panicked(_) | PoolError::Gone) => vec![],
-        };
-        pairs.into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
-    }
-}
 
 impl From<ProblemError> for Status {
     fn from(err: ProblemError) -> Self {
@@ -263,17 +116,6 @@ pub fn game_kind(problem: &pb::Problem) -> Option<GameKind> {
     problem.game.as_ref().map(|game| wire_input(game).0)
 }
 
-/// A wire problem's game and its input.
-pub fn wire_input(game: &pb::problem::Game) -> (GameKind, InputRef<'_>) {
-    use pb::problem::Game as G;
-    match game {
-        G::SumGame(g) => (GameKind::SumGame, InputRef::Text(&g.num)),
-        G::StoneGameIx(g) => (GameKind::StoneGameIx, InputRef::Integers(&g.stones)),
-        G::StoneGameIv(g) => (GameKind::StoneGameIv, InputRef::Integer(g.n)),
-        G::NimSquare(g) => (GameKind::NimSquare, InputRef::Integers(&g.piles)),
-    }
-}
-
 /// The metrics label of a wire problem's game; `none` for a problem without one.
 pub fn game_label(problem: Option<&pb::Problem>) -> &'static str {
     problem.and_then(game_kind).map_or("none", GameKind::label)
@@ -291,15 +133,7 @@ pub fn problem_bytes(problem: &pb::Problem) -> usize {
 
 /// Splits a wire problem into its id and its game, taking ownership of the input.
 pub fn problem(problem: pb::Problem) -> (String, Result<Game, ProblemError>) {
-    use pb::problem::Game as G;
-    let game = match problem.game {
-        Some(G::SumGame(g)) => Ok(Game::SumGame(g.num)),
-        Some(G::StoneGameIx(g)) => Ok(Game::StoneGameIx(g.stones)),
-        Some(G::StoneGameIv(g)) => Ok(Game::StoneGameIv(g.n)),
-        Some(G::NimSquare(g)) => Ok(Game::NimSquare(g.piles)),
-        None => Err(ProblemError::MissingGame),
-    };
-    (problem.id, game)
+    (problem.id, problem.game.map(wire_game).ok_or(ProblemError::MissingGame))
 }
 
 /// As [`problem`], for a request field that may be unset (`MISSING_PROBLEM`, with an empty id).
@@ -307,18 +141,6 @@ pub fn required_problem(problem: Option<pb::Problem>) -> (String, Result<Game, P
     match problem {
         Some(p) => self::problem(p),
         None => (String::new(), Err(ProblemError::MissingProblem)),
-    }
-}
-
-impl From<Game> for pb::problem::Game {
-    fn from(game: Game) -> Self {
-        use pb::problem::Game as G;
-        match game {
-            Game::SumGame(num) => G::SumGame(pb::SumGame { num }),
-            Game::StoneGameIx(stones) => G::StoneGameIx(pb::StoneGameIx { stones }),
-            Game::StoneGameIv(n) => G::StoneGameIv(pb::StoneGameIv { n }),
-            Game::NimSquare(piles) => G::NimSquare(pb::NimSquare { piles }),
-        }
     }
 }
 
@@ -338,30 +160,58 @@ impl From<Move> for pb::Move {
     }
 }
 
-/// A wire move's game and its values, in the order of the game's
-/// [`GameKind::move_fields`] ([`Move::values`] of the wire types).
-pub fn move_values(game: &pb::r#move::Game) -> (GameKind, MoveValues) {
-    use pb::r#move::Game as G;
-    match game {
-        G::SumGame(m) => (GameKind::SumGame, [m.index, u64::from(m.digit)]),
-        G::StoneGameIx(m) => (GameKind::StoneGameIx, [m.index, 0]),
-        G::StoneGameIv(m) => (GameKind::StoneGameIv, [m.take, 0]),
-        G::NimSquare(m) => (GameKind::NimSquare, [m.pile, m.take]),
-    }
+/// The arms of every conversion between a game's protobuf messages and its domain
+/// types, one a game of the list, each through the game's own [`Declared`] conversions.
+macro_rules! wire_arms {
+    ($($module:ident :: $game:ident),+ $(,)?) => {
+        /// A wire problem's game and its input.
+        pub fn wire_input(game: &pb::problem::Game) -> (GameKind, InputRef<'_>) {
+            match game {
+                $(pb::problem::Game::$game(g) => {
+                    let input = <crate::games::$module::$game as Declared>::wire_input(g);
+                    GameRef::$game(input).parts()
+                })+
+            }
+        }
+
+        /// The domain game of a wire game, taking ownership of its input.
+        fn wire_game(game: pb::problem::Game) -> Game {
+            match game {
+                $(pb::problem::Game::$game(g) =>
+                    Game::$game(<crate::games::$module::$game as Declared>::from_wire(g)),)+
+            }
+        }
+
+        impl From<Game> for pb::problem::Game {
+            fn from(game: Game) -> Self {
+                match game {
+                    $(Game::$game(input) =>
+                        pb::problem::Game::$game(<crate::games::$module::$game as Declared>::to_wire(input)),)+
+                }
+            }
+        }
+
+        /// A wire move's game and its values, in the order of the game's
+        /// [`GameKind::move_fields`] ([`Move::values`] of the wire types).
+        pub fn move_values(game: &pb::r#move::Game) -> (GameKind, MoveValues) {
+            match game {
+                $(pb::r#move::Game::$game(m) =>
+                    (GameKind::$game, <crate::games::$module::$game as Declared>::wire_move_values(m)),)+
+            }
+        }
+
+        /// The wire move of `kind` with `values` ([`move_values`]' inverse). A `uint32`
+        /// field keeps the low 32 bits of its value, as prost reads one from the wire.
+        pub fn wire_move(kind: GameKind, values: MoveValues) -> pb::r#move::Game {
+            match kind {
+                $(GameKind::$game =>
+                    pb::r#move::Game::$game(<crate::games::$module::$game as Declared>::wire_move(values)),)+
+            }
+        }
+    };
 }
 
-/// The wire move of `kind` with `values` ([`move_values`]' inverse). A `uint32` field
-/// keeps the low 32 bits of its value, as prost reads one from the wire.
-pub fn wire_move(kind: GameKind, values: MoveValues) -> pb::r#move::Game {
-    use pb::r#move::Game as G;
-    let (first, second) = (values[0], values[1]);
-    match kind {
-        GameKind::SumGame => G::SumGame(pb::SumGameMove { index: first, digit: second as u32 }),
-        GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIxMove { index: first }),
-        GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIvMove { take: first }),
-        GameKind::NimSquare => G::NimSquare(pb::NimSquareMove { pile: first, take: second }),
-    }
-}
+crate::games::with_games!(wire_arms);
 
 /// The wire solution for problem `id`: its outcome, or its error.
 pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Solution {
@@ -381,17 +231,14 @@ pub fn solution(id: String, result: Result<Outcome, ProblemError>) -> pb::Soluti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::games::{stone_game_iv, SolveError};
+    use crate::pool::PoolError;
 
-    /// A problem of `kind` with a non-empty input.
+    /// A problem of `kind` with a non-empty input, drawn by its own generator.
     fn sample(kind: GameKind) -> pb::Problem {
-        use pb::problem::Game as G;
-        let game = match kind {
-            GameKind::SumGame => G::SumGame(pb::SumGame { num: "1?".into() }),
-            GameKind::StoneGameIx => G::StoneGameIx(pb::StoneGameIx { stones: vec![1, 2] }),
-            GameKind::StoneGameIv => G::StoneGameIv(pb::StoneGameIv { n: 5 }),
-            GameKind::NimSquare => G::NimSquare(pb::NimSquare { piles: vec![3, 4] }),
-        };
-        pb::Problem { id: "p".into(), game: Some(game) }
+        let sizes: Vec<_> = kind.sizes().iter().map(|_| 2..=2).collect();
+        let game = kind.random(&mut rand::rng(), &sizes);
+        pb::Problem { id: "p".into(), game: Some(game.into()) }
     }
 
     /// Every game through every fact the wire side asks of it: its kind and label, its
@@ -522,7 +369,10 @@ mod tests {
 
     #[test]
     fn outcome_to_solution() {
-        let won = solution("a".into(), Ok(Outcome::alice(Some(Move::StoneGameIv { take: 4 }))));
+        let won = solution(
+            "a".into(),
+            Ok(Outcome::alice(Some(Move::StoneGameIv(stone_game_iv::StoneGameIvMove { take: 4 })))),
+        );
         assert!(won.alice_wins);
         assert_eq!(won.winner, pb::Winner::Alice as i32);
         assert_eq!(

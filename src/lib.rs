@@ -1,4 +1,5 @@
-//! gamesolver: exact answers to four two-player games, in bulk, over gRPC.
+//! gamesolver: exact answers to two-player games ([`games::GameKind::ALL`]), in bulk, over
+//! gRPC.
 //!
 //! # Layout
 //! Layers point one way: `games` <- `convert` <- `codec` <- `service` <- `server` <- the
@@ -6,7 +7,9 @@
 //! - [`games`]: the pure solver core, one module a game, and [`games::GameKind`], what the
 //!   rest of the crate asks of a game; no I/O, no async, no protobuf.
 //! - [`pb`]: generated protobuf types, gRPC stubs and their JSON mapping.
-//! - [`convert`]: protobuf ⇄ domain conversions and the one error-to-status mapping.
+//! - [`problem`]: a problem as the doors hand it to the solver, and the domain's error with
+//!   its one mapping to a code, a reason and a field, which every door uses.
+//! - [`convert`]: protobuf ⇄ domain conversions and errors as `Status` and `SolutionError`.
 //! - [`columnar`]: the columnar contract (Arrow ⇄ domain): the columns, types and Flight
 //!   descriptors that the Flight door and the bulk client's Parquet path agree on.
 //! - [`codec`]: the gRPC codec: prost, with a one-pass decoder for batches of problems
@@ -45,6 +48,7 @@ mod json_number;
 mod log_limiter;
 pub mod pb;
 pub(crate) mod pool;
+pub mod problem;
 pub mod seconds;
 pub mod server;
 pub mod service;

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-use crate::convert::ProblemError;
 use crate::games::{Game, GameKind, GameRef, Outcome, Tables};
 use crate::pool::{self, PoolError};
+use crate::problem::{Problem, ProblemError, ProblemRef};
 use crate::seconds::Timeout;
 
 /// Tuning of the fan-out.
@@ -74,14 +74,6 @@ pub trait SolveObserver: Send + Sync + std::fmt::Debug + 'static {
     fn table_extended(&self, game: GameKind, cause: &'static str, seconds: f64);
 }
 
-/// A problem as the doors hand it over: its game, or why it has none (a missing game, a
-/// null input), which is answered and counted like any other error.
-pub type Problem = Result<Game, ProblemError>;
-
-/// A problem whose input a door keeps in buffers of its own (Arrow columns), borrowed
-/// from them; see [`Solver::solve_borrowed`].
-pub type ProblemRef<'a> = Result<GameRef<'a>, ProblemError>;
-
 /// A problem in either form, as the solver reads it (a door's tag beside it ignored).
 pub trait AsProblem {
     /// The problem's game, or why it has none.
@@ -98,7 +90,7 @@ impl AsProblem for Problem {
 impl AsProblem for ProblemRef<'_> {
     #[inline]
     fn as_problem(&self) -> Result<GameRef<'_>, &ProblemError> {
-        self.as_ref().copied()
+        self.as_ref().map(|game| game.shorten())
     }
 }
 
@@ -114,12 +106,7 @@ impl<M, P: AsProblem> AsProblem for (M, P) {
 fn label(problem: Result<GameRef<'_>, &ProblemError>) -> &'static str {
     match problem {
         Ok(game) => game.kind().label(),
-        Err(
-            ProblemError::NullInput { game, .. }
-            | ProblemError::NegativeValue { game, .. }
-            | ProblemError::NotUint64 { game, .. },
-        ) => game.label(),
-        Err(_) => "none",
+        Err(err) => err.game().map_or("none", GameKind::label),
     }
 }
 

@@ -179,7 +179,7 @@ fn row_of(solution: &pb::Solution) -> Row {
 }
 
 /// The row of a problem that fails with `err`.
-fn error_row(err: gamesolver::convert::ProblemError) -> Row {
+fn error_row(err: gamesolver::problem::ProblemError) -> Row {
     row_of(&gamesolver::convert::solution(String::new(), Err(err)))
 }
 
@@ -236,7 +236,7 @@ async fn each_game_is_answered_as_solve_batch_answers_it() {
 /// Random tables of problems, and what the contract says each row is.
 mod model {
     use super::*;
-    use gamesolver::convert::ProblemError;
+    use gamesolver::problem::ProblemError;
     use proptest::prelude::*;
 
     /// The wire problems of a one-game column without nulls or negatives.
@@ -686,7 +686,7 @@ async fn a_zero_row_batch_is_answered_with_zero_rows_and_a_dictionary_and_a_slic
     assert_eq!(got[0], expected[0]);
     assert_eq!(
         got[1],
-        error_row(gamesolver::convert::ProblemError::NullInput { game: GameKind::SumGame, index: None })
+        error_row(gamesolver::problem::ProblemError::NullInput { game: GameKind::SumGame, index: None })
     );
     assert_eq!(got[2], expected[1]);
 }
@@ -832,7 +832,7 @@ async fn a_new_schema_in_mid_stream_is_read_batch_by_batch() {
     assert_eq!(rows(&answers[1])[0], expected[0]);
     assert_eq!(
         rows(&answers[1])[1],
-        error_row(gamesolver::convert::ProblemError::NegativeValue {
+        error_row(gamesolver::problem::ProblemError::NegativeValue {
             game: GameKind::StoneGameIv,
             value: -1,
             index: None

@@ -17,6 +17,7 @@ mod client_retry;
 mod client_tls;
 mod connect;
 mod connections;
+mod doors_agree;
 mod fairness;
 mod flight;
 mod flight_ipc;

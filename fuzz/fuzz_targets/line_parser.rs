@@ -8,7 +8,7 @@
 #![no_main]
 
 use gamesolver::client::{parse_problem, LineError};
-use gamesolver::convert::ProblemError;
+use gamesolver::problem::ProblemError;
 use gamesolver::pb;
 use libfuzzer_sys::fuzz_target;
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use gamesolver::games::GameKind;
 use gamesolver::server::dev_cert::{self, DevCertRequest};
 use gamesolver::server::{self, ReloadableTls, ServerConfig, Traces};
 
-/// gRPC and Arrow Flight server solving Sum Game, Stone Game IX, Stone Game IV and Nim
-/// Square exactly.
+/// gRPC and Arrow Flight server solving {games} exactly.
 ///
 /// Every flag can also be set in the environment as `GAMESOLVER_<FLAG>` (upper case, `-`
 /// as `_`, for example GAMESOLVER_MAX_CALLS=2048); a flag on the command line wins.
@@ -87,7 +87,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The command line: [`Args`], every serving flag readable from the environment.
 fn command() -> clap::Command {
-    server::config::with_env(Args::command())
+    // The games are named from the registry, where the doc comment says {games}; its
+    // first paragraph is the short help too.
+    let command = Args::command();
+    let long_about = command.get_long_about().map(ToString::to_string).unwrap_or_default();
+    let long_about = long_about.replace("{games}", &GameKind::titles());
+    let about = long_about.split("\n\n").next().unwrap_or_default().to_owned();
+    server::config::with_env(command.about(about).long_about(long_about))
 }
 
 fn main() -> ExitCode {

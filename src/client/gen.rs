@@ -365,7 +365,6 @@ pub fn problems(config: &GenConfig) -> impl Iterator<Item = pb::Problem> + '_ {
 mod tests {
     use super::*;
     use crate::client::problem_json::parse_problem;
-    use crate::pb::problem::Game;
 
     #[test]
     fn flags_print_as_they_parse() {
@@ -407,34 +406,28 @@ mod tests {
             mix: "sum=4,ix=4,iv=2,nim=2".parse().unwrap(),
             ..GenConfig::default()
         };
-        let mut seen = [0; 4];
+        // Each game's sizes as the flags above set them: a length (or the number), then
+        // the values of a list.
+        let within =
+            |kind: GameKind, at: usize, value: usize| config.sizes.of(kind)[at].contains(&(value as u64));
+        let mut seen = [0; GameKind::ALL.len()];
         for (i, line) in generated(&config).lines().enumerate() {
             let problem = parse_problem(line.as_bytes(), i as u64 + 1).unwrap();
             assert_eq!(problem.id, format!("g{}", i + 1));
-            match problem.game.unwrap() {
-                Game::SumGame(g) => {
-                    seen[0] += 1;
-                    assert!(g.num.len() % 2 == 0 && (2..=8).contains(&g.num.len()), "{}", g.num);
+            let (kind, input) = convert::wire_input(problem.game.as_ref().unwrap());
+            seen[kind.index()] += 1;
+            let fits = match input {
+                InputRef::Text(text) => text.len() % 2 == 0 && within(kind, 0, text.len() + 1),
+                InputRef::Integer(n) => within(kind, 0, n as usize),
+                InputRef::Integers(values) => {
+                    within(kind, 0, values.len())
+                        && values.iter().all(|&value| within(kind, 1, value as usize))
                 }
-                Game::StoneGameIx(g) => {
-                    seen[1] += 1;
-                    assert!(g.stones.iter().all(|s| (5..=6).contains(s)));
-                }
-                Game::StoneGameIv(g) => {
-                    seen[2] += 1;
-                    assert!((10..=20).contains(&g.n));
-                }
-                Game::NimSquare(g) => {
-                    seen[3] += 1;
-                    assert!(
-                        (2..=3).contains(&g.piles.len()) && g.piles.iter().all(|n| (30..=40).contains(n))
-                    );
-                }
-                #[allow(unreachable_patterns)]
-                other => panic!("not in the mix: {other:?}"),
-            }
+            };
+            assert!(fits, "{line}");
         }
-        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+        let mixed: Vec<_> = GameKind::ALL.map(|kind| config.mix.weight(kind) > 0).into();
+        assert!(seen.iter().zip(mixed).all(|(&n, mixed)| (n > 50) == mixed), "{seen:?}");
     }
 
     #[test]
@@ -518,11 +511,10 @@ mod tests {
         let mix = "sum=1, iv=3".parse::<Mix>().unwrap();
         assert_eq!(
             GameKind::ALL.map(|kind| mix.weight(kind)),
-            GameKind::ALL.map(|kind| match kind {
-                GameKind::SumGame => 1,
-                GameKind::StoneGameIv => 3,
-                _ => 0,
-            })
+            GameKind::ALL.map(|kind| [("sum", 1), ("iv", 3)]
+                .into_iter()
+                .find(|&(key, _)| key == kind.mix_key())
+                .map_or(0, |(_, weight)| weight))
         );
         assert_eq!("nim=2".parse::<Mix>().unwrap().weight(GameKind::NimSquare), 2);
         assert_eq!("sum=1,nim=2".parse::<Mix>().unwrap().to_string(), "sum=1,nim=2");

@@ -44,9 +44,9 @@ use crate::columnar::{self, Games, ID};
 const OUTPUT_BUFFER: usize = 1 << 20;
 
 /// What the budget counts for each row of a table batch's answer, on top of the request:
-/// the answer's columns (a flag, five nullable numbers, two nullable strings) as Arrow
-/// holds them.
-const ANSWER_ROW_BYTES: usize = 64;
+/// the answer's columns as Arrow holds them (its numbers, and three strings: the game and
+/// the error's two), a byte for the flag and the validity bits, rounded up to 16.
+const ANSWER_ROW_BYTES: usize = (columnar::answer_row_bytes(3) + 1).next_multiple_of(16);
 
 /// The reading thread's work, given the budget, the queue and the writer's inbox.
 pub(crate) type ReadFn<P> = Box<dyn FnOnce(&Budget, &WorkQueue<P>, &mpsc::Sender<ToWriter<P>>) + Send>;

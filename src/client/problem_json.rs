@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 
 use tonic::Code;
 
-use crate::convert::{self, ProblemError};
+use crate::convert;
 use crate::echo;
 use crate::pb;
+use crate::problem::ProblemError;
 
 /// The error reason of a line (or CSV record) longer than the client's message limit.
 pub const LINE_TOO_LONG: &str = "LINE_TOO_LONG";

@@ -178,7 +178,7 @@ fn style(template: &str) -> ProgressStyle {
 
 /// The table's title: `Stone Game IV`.
 fn title(growing: &Growing) -> &'static str {
-    growing.game.table().map_or(growing.game.name(), |table| table.title)
+    growing.game.table().map_or(growing.game.name(), |_| growing.game.title())
 }
 
 /// `building the Stone Game IV table to 1,000,000,000`, and `: 43%` when given.

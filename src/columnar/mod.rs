@@ -294,6 +294,13 @@ impl AnswerColumn {
     }
 }
 
+/// Bytes of a row's answer in Arrow's buffers, at most: 8 for each answer column (every
+/// move field's and the nim value's), and 4 for the offset of each of `strings` string
+/// columns; its validity bits and flag are left to the caller's rounding.
+pub const fn answer_row_bytes(strings: usize) -> usize {
+    AnswerColumn::ALL.len() * 8 + strings * 4
+}
+
 /// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
 /// they have one), `game`, `alice_wins`, the answer columns `games` fill, then the error
 /// columns; every column nullable.

@@ -24,8 +24,8 @@ use arrow_array::{Array, ArrowPrimitiveType, PrimitiveArray};
 use arrow_buffer::{i256, BooleanBufferBuilder, NullBuffer};
 use arrow_schema::DataType;
 
-use crate::convert::ProblemError;
 use crate::games::GameKind;
+use crate::problem::ProblemError;
 
 /// Why a value is not a count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

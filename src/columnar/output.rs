@@ -11,8 +11,8 @@ use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, Scal
 use arrow_schema::{ArrowError, DataType, Field};
 
 use super::{output_schema, AnswerColumn, Games};
-use crate::convert::ProblemError;
 use crate::games::{GameKind, MoveValues, Outcome, Player, MOST_MOVE_FIELDS};
+use crate::problem::ProblemError;
 
 /// The table of solutions of one batch's `results`, one row a result, with `id` (the
 /// problems' id column and its field) first when given and each row's `game`
@@ -342,14 +342,14 @@ mod tests {
 
     use super::*;
     use crate::games::nim_square::NimSquareMove;
-    use crate::games::{Move, MoveField, SolveError};
+    use crate::games::{stone_game_iv, stone_game_ix, sum_game, Move, MoveField, SolveError};
 
     #[test]
     fn each_result_fills_its_own_columns_and_errors_leave_the_answer_null() {
         let results = [
-            Ok(Outcome::alice(Some(Move::SumGame { index: 2, digit: 9 }))),
-            Ok(Outcome::alice(Some(Move::StoneGameIx { index: 4 }))),
-            Ok(Outcome::alice(Some(Move::StoneGameIv { take: 16 }))),
+            Ok(Outcome::alice(Some(Move::SumGame(sum_game::SumGameMove { index: 2, digit: 9 })))),
+            Ok(Outcome::alice(Some(Move::StoneGameIx(stone_game_ix::StoneGameIxMove { index: 4 })))),
+            Ok(Outcome::alice(Some(Move::StoneGameIv(stone_game_iv::StoneGameIvMove { take: 16 })))),
             Ok(Outcome {
                 winner: Player::Alice,
                 winning_move: Some(Move::NimSquare(NimSquareMove { pile: 1, take: 4 })),
@@ -393,9 +393,16 @@ mod tests {
     #[test]
     fn answers_across_words_and_tables_land_in_their_rows() {
         let result = |row: u64| match row % 7 {
-            0 => Ok(Outcome::alice(Some(Move::SumGame { index: row, digit: (row % 10) as u8 }))),
-            1 => Ok(Outcome::alice(Some(Move::StoneGameIx { index: row + 1 }))),
-            2 => Ok(Outcome::alice(Some(Move::StoneGameIv { take: row * row }))),
+            0 => Ok(Outcome::alice(Some(Move::SumGame(sum_game::SumGameMove {
+                index: row,
+                digit: (row % 10) as u8,
+            })))),
+            1 => {
+                Ok(Outcome::alice(Some(Move::StoneGameIx(stone_game_ix::StoneGameIxMove { index: row + 1 }))))
+            }
+            2 => Ok(Outcome::alice(Some(Move::StoneGameIv(stone_game_iv::StoneGameIvMove {
+                take: row * row,
+            })))),
             3 => Ok(Outcome {
                 winner: Player::Alice,
                 winning_move: Some(Move::NimSquare(NimSquareMove { pile: row / 2, take: 1 })),

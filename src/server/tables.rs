@@ -176,7 +176,7 @@ impl clap::Args for TablesConfig {
         // server's); each flag's help names its game.
         for (game, config) in TablesConfig::default().games {
             let Some(table) = game.table() else { continue };
-            let (name, title) = (table.name, table.title);
+            let (name, title) = (table.name, game.title());
             let [max_n, precompute, file] = table_flag_ids(name);
             command = command
                 .arg(

@@ -36,9 +36,10 @@ use super::memory::{CallMemory, MemoryHold};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
 use crate::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
-use crate::convert::ProblemError;
 use crate::games::{GameRef, Outcome};
-use crate::solver::{BatchBuffers, Problem, Solver};
+use crate::problem::Problem;
+use crate::problem::ProblemError;
+use crate::solver::{BatchBuffers, Solver};
 
 /// The Flight service's name, as reflection and the metrics know it.
 pub const SERVICE_NAME: &str =
@@ -196,9 +197,9 @@ struct Exchanged {
     held: Option<MemoryHold>,
 }
 
-/// The widest answer row's columns (the move's and the nim value's, a validity bit each,
-/// two string offsets), with room to spare: what a batch's row costs in its answer.
-const ANSWER_ROW_BYTES: usize = 48;
+/// The widest answer row's columns (8 bytes for each move field and the nim value, two
+/// string offsets): what a batch's row costs in its answer.
+const ANSWER_ROW_BYTES: usize = columnar::answer_row_bytes(2);
 
 /// What the server holds for each row of a batch while it is solved, beyond its arrays:
 /// its problem and result, and its answer row. A batch's rows are charged this before it is

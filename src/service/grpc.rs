@@ -9,9 +9,10 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
-use crate::convert::{self, ProblemError};
+use crate::convert;
 use crate::pb;
 use crate::pool::PoolError;
+use crate::problem::ProblemError;
 use crate::solver::Solver;
 
 /// The tonic service; cheap to clone.

@@ -19,11 +19,13 @@ use tonic::Code;
 
 use super::csv::INVALID_CELL;
 use crate::client::output::write_solution_json;
-use crate::columnar::{AnswerColumn, AnswerColumns, Games, ALICE_WINS, ERROR_MESSAGE, ERROR_REASON, ID};
-use crate::convert::{self, ProblemError};
-use crate::games::{GameKind, MoveValues, SolveError};
+use crate::columnar::{
+    AnswerColumn, AnswerColumns, Games, ALICE_WINS, ERROR_MESSAGE, ERROR_REASON, GAME, ID,
+};
+use crate::convert;
+use crate::games::{GameKind, MoveValues};
 use crate::pb;
-use crate::pool::PoolError;
+use crate::problem::Reason;
 
 /// Why an answer cannot be the answer to its request.
 pub fn check(request: &RecordBatch, answer: &RecordBatch, expected: &Schema) -> Result<(), String> {
@@ -122,27 +124,14 @@ pub fn override_rows(
     RecordBatch::try_new(schema, columns)
 }
 
-/// The gRPC code that an error `reason` always comes with; `UNKNOWN` for a reason this
-/// client does not know (a newer server's).
-fn code_of(reason: &str) -> Code {
-    let game = GameKind::StoneGameIv;
-    let errors: [ProblemError; 11] = [
-        ProblemError::MissingProblem,
-        ProblemError::MissingGame,
-        SolveError::InvalidCharacter { index: 0, found: ' ' }.into(),
-        SolveError::OddLength { len: 1 }.into(),
-        SolveError::OutOfRange { game, n: 0, limit: 0 }.into(),
-        PoolError::Panicked(String::new()).into(),
-        PoolError::Gone.into(),
-        ProblemError::NullInput { game, index: None },
-        ProblemError::NegativeValue { game, value: -1, index: None },
-        ProblemError::NotUint64 { game, value: String::new(), index: None },
-        ProblemError::SeveralGames { games: Vec::new() },
-    ];
-    match errors.iter().find(|err| err.reason() == reason) {
-        Some(err) => err.code(),
-        None if reason == INVALID_CELL => Code::InvalidArgument,
-        None => Code::Unknown,
+/// The gRPC code and the field that an error `reason` comes with, by the same rows as
+/// the server's ([`Reason`]; the field of an input's error from the row's game), or
+/// `UNKNOWN` and none for a reason this client does not know (a newer server's).
+fn fault_of(reason: &str, game: Option<GameKind>) -> (Code, Option<&'static str>) {
+    match Reason::parse(reason) {
+        Some(known) => (known.code(), known.field(game)),
+        None if reason == INVALID_CELL => (Code::InvalidArgument, None),
+        None => (Code::Unknown, None),
     }
 }
 
@@ -158,7 +147,7 @@ pub fn write_json_lines(
     let alice_wins = column(ALICE_WINS).map(|c| c.as_boolean().clone());
     let answers = AnswerReader::new(rows);
     let strings = |name| column(name).map(|c| c.as_string::<i32>().clone());
-    let (reasons, messages) = (strings(ERROR_REASON), strings(ERROR_MESSAGE));
+    let (reasons, messages, games) = (strings(ERROR_REASON), strings(ERROR_MESSAGE), strings(GAME));
     let mut overrides = overrides.iter().peekable();
     let mut id = String::new();
     for row in 0..rows.num_rows() {
@@ -174,7 +163,8 @@ pub fn write_json_lines(
         let wins = alice_wins.as_ref().and_then(|a| a.is_valid(row).then(|| a.value(row)));
         let error = text(&reasons, row).map(|reason| {
             let message = text(&messages, row).unwrap_or_default().to_owned();
-            Box::new(convert::wire_error(code_of(reason), reason, None, BTreeMap::new(), message))
+            let (code, field) = fault_of(reason, text(&games, row).and_then(GameKind::from_label));
+            Box::new(convert::wire_error(code, reason, field, BTreeMap::new(), message))
         });
         let winner = match wins {
             Some(true) => pb::Winner::Alice,
@@ -494,14 +484,15 @@ mod tests {
     }
 
     #[test]
-    fn every_reason_has_its_code() {
-        assert_eq!(code_of("PILE_ABOVE_LIMIT"), Code::OutOfRange);
-        assert_eq!(code_of("NO_GAME"), Code::InvalidArgument);
-        assert_eq!(code_of("SERVER_STOPPING"), Code::Unavailable);
-        assert_eq!(code_of("SEVERAL_GAMES"), Code::InvalidArgument);
-        assert_eq!(code_of("NEGATIVE_VALUE"), Code::InvalidArgument);
-        assert_eq!(code_of("NOT_UINT64"), Code::InvalidArgument);
-        assert_eq!(code_of(INVALID_CELL), Code::InvalidArgument);
-        assert_eq!(code_of("FROM_THE_FUTURE"), Code::Unknown);
+    fn every_reason_has_its_code_and_its_field() {
+        let iv = Some(GameKind::StoneGameIv);
+        assert_eq!(fault_of("PILE_ABOVE_LIMIT", iv), (Code::OutOfRange, Some("problem.stone_game_iv.n")));
+        assert_eq!(fault_of("NO_GAME", None), (Code::InvalidArgument, Some("problem.game")));
+        assert_eq!(fault_of("SERVER_STOPPING", iv), (Code::Unavailable, None));
+        assert_eq!(fault_of("SEVERAL_GAMES", None), (Code::InvalidArgument, Some("problem.game")));
+        assert_eq!(fault_of("NEGATIVE_VALUE", iv), (Code::InvalidArgument, Some("problem.stone_game_iv.n")));
+        assert_eq!(fault_of("NOT_UINT64", None), (Code::InvalidArgument, None));
+        assert_eq!(fault_of(INVALID_CELL, iv), (Code::InvalidArgument, None));
+        assert_eq!(fault_of("FROM_THE_FUTURE", iv), (Code::Unknown, None));
     }
 }

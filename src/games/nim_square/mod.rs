@@ -17,6 +17,7 @@
 #[doc(hidden)]
 pub mod baseline;
 mod file;
+mod game;
 pub mod sieve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,7 @@ use super::grower::Grower;
 use super::{GameKind, Player, SolveError};
 
 pub use self::file::GrundyTableFile;
+pub use self::game::NimSquare;
 pub use self::sieve::grundy_values_below;
 
 /// The default largest pile answered.

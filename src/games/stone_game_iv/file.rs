@@ -190,9 +190,9 @@ impl TableGame for StoneGameIvTable {
         Ok(StoneGameIvTable::restore(self, saved.covered, saved.losing)?)
     }
     fn preload<'a>(&self, games: impl Iterator<Item = GameRef<'a>>) {
-        self.preload_moves(games.filter_map(|game| match game {
-            GameRef::StoneGameIv(n) => Some(n),
-            _ => None,
+        self.preload_moves(games.filter_map(|game| {
+            let GameRef::StoneGameIv(n) = game else { return None };
+            Some(n)
         }));
     }
 }

@@ -168,11 +168,10 @@ pub(super) fn json_response(status: StatusCode, body: &ErrorBody<'_>) -> http::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert;
 
     #[test]
     fn an_error_carries_its_details_as_connect_writes_them() {
-        let err = convert::ProblemError::from(crate::games::SolveError::OddLength { len: 3 });
+        let err = crate::problem::ProblemError::from(crate::games::SolveError::OddLength { len: 3 });
         let status = Status::from(err);
         let body = ErrorBody {
             code: code_name(status.code()),

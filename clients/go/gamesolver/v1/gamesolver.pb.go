@@ -1,4 +1,4 @@
-// The wire contract of gamesolver: exact answers to three two-player games.
+// The wire contract of gamesolver: exact answers to two-player games, one `oneof` member a game.
 //
 // Alice always moves first and both players play optimally. Every Solution names the
 // winner and, when Alice wins, one winning first move.

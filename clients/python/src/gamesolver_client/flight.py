@@ -1,12 +1,12 @@
 """Columns of problems in, columns of answers out: the gamesolver's Arrow Flight door.
 
 A table holds one input column a game, named as the proto names the game's field
-(``num`` for Sum Game, ``stones`` for Stone Game IX, ``n`` for Stone Game IV, ``piles``
-for Nim Square), and an optional ``id`` of any type that comes back unchanged. The answer
-has the ``id``, ``game`` (the row's game, ``stone_game_iv``; null for a row with none or
-two), ``alice_wins``, the move (``move_index``, ``move_digit``, ``move_pile``,
-``move_take``), ``nim_value`` (Nim Square) and ``error_reason``/``error_message`` (null on
-rows that were solved). ``docs/api.md`` in the repository has the schemas.
+(``num`` for Sum Game, ``n`` for Stone Game IV, and so on), and an optional ``id`` of any
+type that comes back unchanged. The answer has the ``id``, ``game`` (the row's game,
+``stone_game_iv``; null for a row with none or two), ``alice_wins``, the move's fields
+(``move_index``, ``move_take``, ...), ``nim_value`` (Nim Square) and
+``error_reason``/``error_message`` (null on rows that were solved). ``docs/api.md`` in the
+repository has the schemas; :data:`GAMES` names the games, as the generated stubs do.
 
 :func:`solve_batches` streams record batches through one ``DoExchange`` call, a few
 batches ahead of their answers, and fails over to the next server when one stops
@@ -33,7 +33,9 @@ from typing import Deque, Iterable, Iterator, Optional, Sequence, Tuple, Union
 import pyarrow as pa
 import pyarrow.flight as flight
 
-GAMES = ("sum_game", "stone_game_ix", "stone_game_iv", "nim_square", "mixed")
+from gamesolver.v1 import gamesolver_pb2
+
+GAMES = tuple(field.name for field in gamesolver_pb2.Problem.DESCRIPTOR.oneofs_by_name["game"].fields) + ("mixed",)
 """What a descriptor may name: one game, or ``mixed`` (each row's game is its one
 non-null input column)."""
 

@@ -11,6 +11,9 @@ use std::ops::RangeInclusive;
 
 use rand::RngExt;
 
+mod game;
+
+pub use self::game::{SumGame, SumGameMove};
 use super::{Move, Outcome, SolveError};
 
 /// Bytes side by side in one row: two SSE2 registers' worth, so the row loop becomes
@@ -151,7 +154,7 @@ pub fn solve(num: &str) -> Result<Outcome, SolveError> {
     let on_left = index < half;
     // Push D further from zero: +9 is a left '?' to 9 or a right '?' to 0.
     let digit = if (d > 0) == on_left { 9 } else { 0 };
-    Ok(Outcome::alice(Some(Move::SumGame { index: index as u64, digit })))
+    Ok(Outcome::alice(Some(Move::SumGame(SumGameMove { index: index as u64, digit }))))
 }
 
 #[cfg(test)]
@@ -268,7 +271,7 @@ mod tests {
             let bytes = num.as_bytes().to_vec();
             prop_assert_eq!(outcome.alice_wins(), exhaustive::sum_game_alice_wins(&bytes, true));
             match outcome.winning_move {
-                Some(Move::SumGame { index, digit }) => {
+                Some(Move::SumGame(SumGameMove { index, digit })) => {
                     prop_assert!(outcome.alice_wins());
                     let mut after = bytes.clone();
                     prop_assert_eq!(after[index as usize], b'?');

@@ -6,6 +6,9 @@
 //! divisible by 3). Values are any `u64`; only their residues are summed, so nothing
 //! overflows.
 
+mod game;
+
+pub use self::game::{StoneGameIx, StoneGameIxMove};
 use super::{Move, Outcome};
 
 /// `x * INVERSE_OF_3 ≡ x / 3 (mod 2^64)` for multiples of 3.
@@ -49,7 +52,7 @@ pub fn solve(stones: &[u64]) -> Outcome {
         None => Outcome::BOB,
         Some(residue) => {
             let index = stones.iter().position(|&s| s % 3 == residue).map(|i| i as u64);
-            Outcome::alice(index.map(|index| Move::StoneGameIx { index }))
+            Outcome::alice(index.map(|index| Move::StoneGameIx(StoneGameIxMove { index })))
         }
     }
 }
@@ -160,7 +163,7 @@ mod tests {
             let outcome = solve(&stones);
             prop_assert_eq!(outcome.alice_wins(), exhaustive::stone_game_ix_alice_wins(&stones, 0, true));
             match outcome.winning_move {
-                Some(Move::StoneGameIx { index }) => {
+                Some(Move::StoneGameIx(StoneGameIxMove { index })) => {
                     let mut rest = stones.clone();
                     let first = rest.remove(index as usize);
                     prop_assert!(first % 3 != 0, "opening with a multiple of 3 loses at once");
