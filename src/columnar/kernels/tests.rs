@@ -152,6 +152,71 @@ proptest! {
     }
 }
 
+/// A Sum Game string: digits and `?`, now and then odd, or with a character that is
+/// neither.
+fn sum_game() -> impl Strategy<Value = Option<String>> {
+    proptest::option::weighted(0.9, "[0-9?]{0,12}|[0-9?]{0,4}[a ]?[0-9?]{0,4}")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn stone_game_ix_and_sum_game_columns_answer_as_the_rows_do(
+        lists in proptest::collection::vec(
+            proptest::option::weighted(0.9, proptest::collection::vec(
+                prop_oneof![8 => any::<u32>().prop_map(|v| Some(i64::from(v))), 1 => count()], 0..6)),
+            0..120),
+        strings in proptest::collection::vec(sum_game(), 0..120),
+        ty in 0u8..5,
+        (start, len) in (0usize..20, 0usize..200),
+    ) {
+        let stones = cut(&list_column(&lists, ty), start, len);
+        check(vec![("stones", stones)], Games::One(GameKind::StoneGameIx))?;
+        let num: ArrayRef = match ty % 3 {
+            0 => Arc::new(StringArray::from(strings.clone())),
+            1 => Arc::new(LargeStringArray::from(strings.clone())),
+            _ => Arc::new(StringViewArray::from(strings.clone())),
+        };
+        check(vec![("num", cut(&num, start, len))], Games::One(GameKind::SumGame))?;
+    }
+
+    /// Mixed batches: each row's game the one input that is not null (none or several
+    /// is that row's error), answered in runs a game and put back in order.
+    #[test]
+    fn mixed_columns_answer_as_the_rows_do(
+        rows in proptest::collection::vec((0u8..6, count(), sum_game(),
+            proptest::collection::vec(prop_oneof![(0i64..60_000).prop_map(Some), count()], 0..4)), 0..200),
+        ty in 0u8..8,
+        (start, len) in (0usize..20, 0usize..250),
+        present in 1u8..16,
+    ) {
+        // Row i's game: `rows[i].0` (4: none, 5: two of them).
+        let has = |row: &(u8, _, _, _), game: u8| row.0 == game || (row.0 == 5 && game < 2);
+        let n: Vec<Option<i64>> = rows.iter().map(|r| if has(r, 2) { r.1.or(Some(1)) } else { None }).collect();
+        let num: Vec<Option<String>> =
+            rows.iter().map(|r| if has(r, 0) { r.2.clone().or(Some("1?".into())) } else { None }).collect();
+        let lists = |game| -> Vec<Option<Vec<Option<i64>>>> {
+            rows.iter().map(|r| has(r, game).then(|| r.3.clone())).collect()
+        };
+        let mut columns = vec![("id", Arc::new(Int64Array::from_iter_values(0..rows.len() as i64)) as ArrayRef)];
+        let all: [(&str, ArrayRef); 4] = [
+            ("num", Arc::new(StringArray::from(num))),
+            ("stones", list_column(&lists(1), ty)),
+            ("n", number_column(&n, ty, false)),
+            ("piles", list_column(&lists(3), ty)),
+        ];
+        // Some of the four columns, each cut the same.
+        for (at, (name, column)) in all.into_iter().enumerate() {
+            if present >> at & 1 == 1 {
+                columns.push((name, column));
+            }
+        }
+        let columns = columns.into_iter().map(|(name, column)| (name, cut(&column, start, len))).collect();
+        check(columns, Games::Mixed)?;
+    }
+}
+
 #[test]
 fn a_dictionary_and_every_string_type_answer_sum_games_as_the_rows_do() {
     let values = [Some("25??"), None, Some("?"), Some("12a4"), Some(""), Some("9?"), Some("5023")];
