@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The columnar door against the bulk path users had, and against the solver's own rate.
+"""The columnar door against the bulk path users had, what they would write instead, and the solver's own rate.
 
     bench/flight.py BIN_DIR SOLVE_RATE [--rows N] [--rounds R] [--batch-rows B] [--work DIR]
+                    [--mixed] [--skip NAME ...]
 
 BIN_DIR holds gamesolver-server and gamesolver-client (the dist profile's, for figures),
 SOLVE_RATE the solve_rate example's binary. It writes N Stone Game IV problems (n up to
@@ -12,10 +13,17 @@ and then, R rounds interleaved (default 5), after one warm-up round:
   JSON lines, protobuf batches, SolveBatchStream;
 - flight: pyarrow.flight's DoExchange of the same rows as Arrow batches of B rows (default
   65,536), moves on, every answer read; one thread writes while the other reads;
-- in-process: SOLVE_RATE on the Parquet file: the fan-out alone, no door (the limit).
+- numpy: what a data engineer writes instead (Stone Game IV only): a P-position table and a
+  move table to 10^6 in numpy, built once (not timed), then `~is_p[n]` and `take[n]`, two
+  gathers, into an Arrow table of `alice_wins` and `move_take` with the move's validity;
+- kernels: SOLVE_RATE --kernels on the Parquet file: the door's column kernels alone, no
+  transport, one thread;
+- in-process: SOLVE_RATE on the Parquet file: the row fan-out alone, no door.
 
-It prints each round's problems/s and the medians with the ratios flight/jsonl and
-flight/in-process. Needs pyarrow. The server and every process it starts are stopped.
+With --mixed the problems are the four games (`gen`'s default mix) and the exchange's
+descriptor `mixed`; numpy is then skipped. It prints each round's problems/s and the
+medians with the ratios flight/jsonl, flight/numpy and kernels/numpy. Needs pyarrow and
+numpy. The server and every process it starts are stopped.
 """
 import argparse
 import os
@@ -28,6 +36,7 @@ import time
 
 from server_process import ServerProcess
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
@@ -39,11 +48,11 @@ def jsonl_round(client, data, addr, rows):
     return rows / (time.monotonic() - started)
 
 
-def flight_round(addr, table, batch_rows):
+def flight_round(addr, table, batch_rows, games):
     client = flight.FlightClient(f"grpc://{addr}")
     batches = table.to_batches(max_chunksize=batch_rows)
     started = time.monotonic()
-    writer, reader = client.do_exchange(flight.FlightDescriptor.for_path("stone_game_iv"))
+    writer, reader = client.do_exchange(flight.FlightDescriptor.for_path(games))
 
     def write():
         writer.begin(table.schema)
@@ -63,9 +72,47 @@ def flight_round(addr, table, batch_rows):
     return table.num_rows / took
 
 
-def in_process_round(solve_rate, parquet):
-    out = subprocess.run([solve_rate, parquet, "--rounds", "1"], check=True, capture_output=True, text=True).stdout
+def in_process_round(solve_rate, parquet, *flags):
+    out = subprocess.run([solve_rate, parquet, "--rounds", "1", *flags], check=True, capture_output=True,
+                         text=True).stdout
     return float(re.search(r"([0-9.]+) problems/s", out).group(1))
+
+
+def numpy_tables(limit):
+    """The DIY tables to `limit`: whether each n is a P-position, and Alice's smallest winning
+    square (0 where she has none), by the definition, a square at a time over the whole range."""
+    is_p = np.zeros(limit + 1, dtype=bool)
+    take = np.zeros(limit + 1, dtype=np.uint64)
+    # n is a P-position iff no square move reaches one, decided in increasing n: each
+    # P-position marks what it is a square away from, and a later (nearer) one overwrites
+    # the move with its smaller square.
+    winning = np.zeros(limit + 1, dtype=bool)
+    squares = np.arange(1, int(limit ** 0.5) + 1, dtype=np.int64) ** 2
+    for n in range(limit + 1):
+        if not winning[n]:
+            is_p[n] = True
+            reach = n + squares
+            reach = reach[reach <= limit]
+            winning[reach] = True
+            take[reach] = (reach - n).astype(np.uint64)
+    return is_p, take
+
+
+def numpy_round(tables, n):
+    """The two gathers and the Arrow table they make: `alice_wins`, and `move_take` valid
+    where Alice wins (the same packed bits as the validity, no copy of the gathered moves)."""
+    is_p, take = tables
+    started = time.monotonic()
+    alice = ~is_p[n]
+    moves = take[n]
+    bits = pa.py_buffer(np.packbits(alice, bitorder="little"))
+    answer = pa.table({
+        "alice_wins": pa.BooleanArray.from_buffers(pa.bool_(), len(n), [None, bits]),
+        "move_take": pa.Array.from_buffers(pa.uint64(), len(n), [bits, pa.py_buffer(moves)]),
+    })
+    took = time.monotonic() - started
+    assert answer.num_rows == len(n)
+    return len(n) / took
 
 
 def main():
@@ -76,27 +123,43 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-rows", type=int, default=65536)
     parser.add_argument("--work", default="target/bench-flight")
+    parser.add_argument("--mixed", action="store_true", help="the four games, descriptor mixed")
+    parser.add_argument("--skip", nargs="*", default=[], help="paths not to run: jsonl, flight, numpy, ...")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     client = os.path.join(args.bin_dir, "gamesolver-client")
-    jsonl = os.path.join(args.work, f"iv-{args.rows}.jsonl")
-    parquet = os.path.join(args.work, f"iv-{args.rows}.parquet")
+    name = "mixed" if args.mixed else "iv"
+    mix = [] if args.mixed else ["--mix", "iv=1", "--iv-n", "0..1000000"]
+    jsonl = os.path.join(args.work, f"{name}-{args.rows}.jsonl")
+    parquet = os.path.join(args.work, f"{name}-{args.rows}.parquet")
     for path in (jsonl, parquet):
         if not os.path.exists(path):
-            subprocess.run([client, "gen", "--count", str(args.rows), "--seed", "3", "--mix", "iv=1",
-                            "--iv-n", "0..1000000", "-o", path], check=True)
-    table = pq.read_table(parquet, columns=["n"])
+            subprocess.run([client, "gen", "--count", str(args.rows), "--seed", "3", *mix, "-o", path], check=True)
+    table = pq.read_table(parquet)
+    table = table.select([c for c in table.column_names if c != "id"])
+    games = "mixed" if args.mixed else "stone_game_iv"
+    skip = set(args.skip) | ({"numpy"} if args.mixed else set())
+    diy = None
+    if "numpy" not in skip:
+        built = time.monotonic()
+        diy = numpy_tables(1_000_000)
+        print(f"numpy tables built in {time.monotonic() - built:.1f} s (not timed below)", flush=True)
+        n = table.column("n").to_numpy()
     server = ServerProcess([os.path.join(args.bin_dir, "gamesolver-server"), "--listen", "127.0.0.1:0"],
                            os.path.join(args.work, "server.log"))
     addr = server.addr
+    paths = {
+        "jsonl": lambda: jsonl_round(client, jsonl, addr, args.rows),
+        "flight": lambda: flight_round(addr, table, args.batch_rows, games),
+        "numpy": lambda: numpy_round(diy, n),
+        "kernels": lambda: in_process_round(args.solve_rate, parquet, "--kernels"),
+        "in-process": lambda: in_process_round(args.solve_rate, parquet),
+    }
+    paths = {name: run for name, run in paths.items() if name not in skip}
     try:
-        figures = {"jsonl": [], "flight": [], "in-process": []}
+        figures = {name: [] for name in paths}
         for round_ in range(args.rounds + 1):
-            rates = {
-                "jsonl": jsonl_round(client, jsonl, addr, args.rows),
-                "flight": flight_round(addr, table, args.batch_rows),
-                "in-process": in_process_round(args.solve_rate, parquet),
-            }
+            rates = {name: run() for name, run in paths.items()}
             label = "warm-up" if round_ == 0 else f"round {round_}"
             print(f"{label}: " + ", ".join(f"{name} {rate:,.0f}/s" for name, rate in rates.items()), flush=True)
             if round_:
@@ -104,8 +167,8 @@ def main():
                     figures[name].append(rate)
         medians = {name: statistics.median(rates) for name, rates in figures.items()}
         print("medians: " + ", ".join(f"{name} {rate:,.0f} problems/s" for name, rate in medians.items()))
-        print(f"flight/jsonl {medians['flight'] / medians['jsonl']:.2f}x, "
-              f"flight/in-process {medians['flight'] / medians['in-process']:.2f}x")
+        ratios = [("flight", "jsonl"), ("flight", "numpy"), ("kernels", "numpy"), ("flight", "in-process")]
+        print(", ".join(f"{a}/{b} {medians[a] / medians[b]:.2f}x" for a, b in ratios if a in medians and b in medians))
     finally:
         server.stop()
 

@@ -29,7 +29,7 @@ use gamesolver::client::format::Format;
 use gamesolver::client::gen::{self, GenConfig, Sizes};
 use gamesolver::client::{BatchBuilder, InputMark};
 use gamesolver::codec::{FastDecode, FastEncode};
-use gamesolver::columnar::{self, Games};
+use gamesolver::columnar::{self, kernels, Descriptor, Games};
 use gamesolver::games::{GameKind, InputRef, Tables};
 use gamesolver::pb;
 use gamesolver::solver::{Solver, SolverConfig};
@@ -180,6 +180,8 @@ fn columnar(c: &mut Criterion) {
         sizes: Sizes::default().with("iv-n", 0..=1_000_000).unwrap(),
         ..config.clone()
     };
+    // Tables of the server's default limits, grown by the first answers.
+    let tables = Tables::default();
     let shapes = [("mixed", Games::Mixed, config), ("stone_game_iv", Games::One(GameKind::StoneGameIv), iv)];
 
     let mut group = c.benchmark_group("columnar");
@@ -194,6 +196,17 @@ fn columnar(c: &mut Criterion) {
         let game = columnar::BatchProblems::of(&batch, games).unwrap().game_column(batch.num_rows());
         group.bench_function(BenchmarkId::new("solutions", name), |b| {
             b.iter(|| columnar::solutions(games, black_box(&results), None, Arc::clone(&game)).unwrap())
+        });
+        // The door's answer of a whole batch without its transport: by the column kernels,
+        // and by the row path they are held to (each row's problem, solved, then the columns).
+        let descriptor = Descriptor { games, winner_only: false };
+        let answered = kernels::solve_columns(&batch, descriptor, &tables).unwrap();
+        assert_eq!(answered, kernels::solve_rows(&batch, descriptor, &tables).unwrap());
+        group.bench_function(BenchmarkId::new("kernels", name), |b| {
+            b.iter(|| kernels::solve_columns(black_box(&batch), descriptor, &tables).unwrap())
+        });
+        group.bench_function(BenchmarkId::new("rows", name), |b| {
+            b.iter(|| kernels::solve_rows(black_box(&batch), descriptor, &tables).unwrap())
         });
     }
     group.finish();

@@ -8,6 +8,10 @@
 //! Only the fan-out's calls are timed (not reading the file, nor the copy of each slice
 //! a door would decode): what is left is the solving a door feeds.
 //!
+//! `solve_rate FILE.parquet --kernels` times instead the Flight door's answer of each
+//! slice without its transport: the column kernels from the slice's columns to its table
+//! of solutions (`columnar::kernels::solve_columns`), on one thread.
+//!
 //! `solve_rate FILE.parquet --floor OUT.parquet` times instead what the bulk client's
 //! Parquet run does without its server: read the table (all its columns) in batches of
 //! the client's default `--batch-rows`, take each batch's problems where they lie (as the
@@ -23,8 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gamesolver::client::{parquet_properties, SolveConfig};
-use gamesolver::columnar::{self, Games};
-use gamesolver::games::{nim_square, stone_game_iv, Tables};
+use gamesolver::columnar::{self, kernels, Descriptor, Games};
+use gamesolver::games::{nim_square, stone_game_iv, GameKind, Tables};
 use gamesolver::problem::Problem;
 use gamesolver::solver::{Solver, SolverConfig};
 use measure::{median, usage};
@@ -43,19 +47,21 @@ const SLICE_ROWS: usize = 65_536;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     gamesolver::allocator::without_huge_pages();
     let mut args = std::env::args().skip(1);
-    let usage_line = "usage: solve_rate FILE.parquet [--rounds R] [--winner-only] [--floor OUT.parquet]";
+    let usage_line =
+        "usage: solve_rate FILE.parquet [--rounds R] [--winner-only] [--kernels] [--floor OUT.parquet]";
     let path = args.next().ok_or(usage_line)?;
-    let (mut rounds, mut winner_only, mut floor) = (3usize, false, None);
+    let (mut rounds, mut winner_only, mut floor, mut kernels) = (3usize, false, None, false);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rounds" => rounds = args.next().ok_or("--rounds needs a number")?.parse()?,
             "--winner-only" => winner_only = true,
+            "--kernels" => kernels = true,
             "--floor" => floor = Some(args.next().ok_or("--floor needs an output file")?),
             other => return Err(format!("unknown argument {other}\n{usage_line}").into()),
         }
     }
     let tables = Arc::new(Tables::new(stone_game_iv::DEFAULT_LIMIT, nim_square::DEFAULT_LIMIT));
-    let solver = Solver::new(tables, SolverConfig::default());
+    let solver = Solver::new(Arc::clone(&tables), SolverConfig::default());
     let runtime = tokio::runtime::Runtime::new()?;
     if let Some(out) = floor {
         return read_solve_write(&path, &out, &solver, &runtime, winner_only);
@@ -63,6 +69,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?
         .with_batch_size(SLICE_ROWS)
         .build()?;
+    if kernels {
+        return kernel_rate(reader.collect::<Result<_, _>>()?, &tables, rounds, winner_only);
+    }
     let mut slices: Vec<Vec<Problem>> = Vec::new();
     for batch in reader {
         slices.push(columnar::problems(&batch?, Games::Mixed)?);
@@ -86,6 +95,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("{rows} problems, in-process fan-out: {:.0} problems/s (median of {rounds})", median(rates));
+    Ok(())
+}
+
+/// The `--kernels` mode: each slice answered by the column kernels, R timed rounds after
+/// one that grows the tables.
+fn kernel_rate(
+    slices: Vec<arrow_array::RecordBatch>,
+    tables: &Tables,
+    rounds: usize,
+    winner_only: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let rows: usize = slices.iter().map(|slice| slice.num_rows()).sum();
+    // One game's table is answered as that game's exchange, as the client sends it.
+    let present: Vec<GameKind> = match slices.first() {
+        Some(slice) => {
+            GameKind::ALL.into_iter().filter(|kind| slice.column_by_name(kind.input()).is_some()).collect()
+        }
+        None => Vec::new(),
+    };
+    let games = match present[..] {
+        [kind] => Games::One(kind),
+        _ => Games::Mixed,
+    };
+    let descriptor = Descriptor { games, winner_only };
+    let mut rates = Vec::new();
+    for round in 0..=rounds {
+        let started = Instant::now();
+        for slice in &slices {
+            std::hint::black_box(kernels::solve_columns(slice, descriptor, tables)?);
+        }
+        if round > 0 {
+            rates.push(rows as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    println!("{rows} problems, in-process kernels: {:.0} problems/s (median of {rounds})", median(rates));
     Ok(())
 }
 

@@ -174,6 +174,20 @@ impl Solver {
         &self.config
     }
 
+    /// The tables the games answer from, for a door's column kernels
+    /// ([`crate::columnar::kernels`]).
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// Counts problems answered without the fan-out (by a column kernel), as (game
+    /// label, outcome, count), as the fan-out counts its own.
+    pub fn answered(&self, counts: &[(&'static str, &'static str, u64)]) {
+        if let (Some(observer), false) = (&self.observer, counts.is_empty()) {
+            observer.problems_answered(counts);
+        }
+    }
+
     /// A tally that reports to the observer when dropped; `None` without one.
     fn tally(&self) -> Option<Tally> {
         let observer = Arc::clone(self.observer.as_ref()?);

@@ -6,7 +6,8 @@
 //!   (a flatbuffer), a `u32` body length and the body, read one after the other as an
 //!   exchange reads them: nothing panics or aborts, a message `check` accepts fails in
 //!   `read` only in arrow-ipc's validation of its values, and a batch read has the rows
-//!   the check claimed, within the limit;
+//!   the check claimed, within the limit; and each batch read is answered by the column
+//!   kernels as the row path answers it, for every descriptor;
 //! - 1 to 4: the rest is a Parquet, Arrow IPC file, Arrow IPC stream or CSV table, read
 //!   whole: nothing panics, aborts or hangs; a bad table is an error.
 #![no_main]
@@ -18,6 +19,9 @@ use arrow_buffer::Buffer;
 use gamesolver::client::format::Format;
 use gamesolver::client::{read_table_problems, InputSource};
 use gamesolver::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
+use gamesolver::columnar::kernels::{solve_columns, solve_rows};
+use gamesolver::columnar::{Descriptor, Games};
+use gamesolver::games::Tables;
 use libfuzzer_sys::fuzz_target;
 
 /// Small, so that the limits are reached by inputs of a fuzzer's size.
@@ -41,6 +45,7 @@ fn messages(mut input: &[u8]) {
             (Ok(claim), Ok(Decoded::Batch(batch))) => {
                 assert_eq!(batch.num_rows(), claim.rows);
                 assert!(claim.rows <= limits.rows);
+                kernels_answer_as_rows(&batch);
             }
             (Ok(_), Ok(Decoded::Schema(_) | Decoded::Dictionary)) => {}
             (Ok(_), Err(IpcError::Decode(_))) | (Err(_), Err(_)) => {}
@@ -48,6 +53,26 @@ fn messages(mut input: &[u8]) {
             (Err(err), Ok(_)) => panic!("refused by check ({err}), then read"),
         }
         assert!(reader.dictionary_bytes() <= limits.dictionary_bytes);
+    }
+}
+
+/// Small tables, shared by every input, so that piles beyond them are errors and some
+/// batches find them cold, some warm.
+fn tables() -> &'static Tables {
+    static TABLES: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    TABLES.get_or_init(|| Tables::new(100_000, 10_000))
+}
+
+/// The column kernels answer `batch` as the row path does, for every descriptor: the same
+/// table of solutions, or the same refusal of its columns.
+fn kernels_answer_as_rows(batch: &arrow_array::RecordBatch) {
+    for games in Games::ALL {
+        for winner_only in [false, true] {
+            let descriptor = Descriptor { games, winner_only };
+            let rows = solve_rows(batch, descriptor, tables());
+            let kernels = solve_columns(batch, descriptor, tables());
+            assert_eq!(kernels, rows, "{descriptor:?}");
+        }
     }
 }
 

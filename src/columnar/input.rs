@@ -130,14 +130,20 @@ impl<'a> BatchProblems<'a> {
     /// whose input is the row's one input that is not null (null for none or several),
     /// from the byte a row that [`BatchProblems::get`] reads.
     pub fn game_column(&self, rows: usize) -> ArrayRef {
-        let one = |row: usize| match self.present.is_empty() {
+        super::game_column((0..rows).map(|row| self.game(row)))
+    }
+
+    /// The game of `row`: the one game's, or in `mixed` the game whose input is the row's
+    /// one input that is not null (`None` for none or several).
+    #[inline]
+    pub fn game(&self, row: usize) -> Option<GameKind> {
+        match self.present.is_empty() {
             true => Some(self.inputs[0].game),
             false => {
                 let present = self.present[row];
                 (present.count_ones() == 1).then(|| self.inputs[present.trailing_zeros() as usize].game)
             }
-        };
-        super::game_column((0..rows).map(one))
+        }
     }
 
     /// The row's problem in a `mixed` batch: the one game whose input is not null.

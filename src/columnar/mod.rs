@@ -27,6 +27,7 @@ use crate::games::{GameKind, InputShape, MoveField};
 mod bits;
 mod input;
 pub mod ipc;
+pub mod kernels;
 mod messages;
 mod numbers;
 mod output;

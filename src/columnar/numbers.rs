@@ -275,6 +275,25 @@ impl Converted {
         Ok(self.counts[at])
     }
 
+    /// Every position's count and which positions hold one (neither null, `NaN` nor a
+    /// fault; `None` when all do), from `first` on: what a column kernel reads, leaving the
+    /// positions without a count to the row path, which names their error.
+    pub(crate) fn into_counts(self) -> (Vec<u64>, Option<NullBuffer>) {
+        if self.faults.is_empty() {
+            return (self.counts, self.valid);
+        }
+        let len = self.counts.len();
+        let mut valid = BooleanBufferBuilder::new(len);
+        match &self.valid {
+            Some(nulls) => valid.append_buffer(nulls.inner()),
+            None => valid.append_n(len, true),
+        }
+        for (at, _) in &self.faults {
+            valid.set_bit(*at, false);
+        }
+        (self.counts, Some(NullBuffer::new(valid.finish())))
+    }
+
     /// The counts at `range`, once [`Converted::first_gap`] found none missing.
     #[inline]
     pub(crate) fn counts(&self, range: Range<usize>) -> &[u64] {

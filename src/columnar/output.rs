@@ -113,7 +113,7 @@ impl Solutions {
 }
 
 /// The validity `valid` gives, none when every row is valid.
-fn nulls(valid: BooleanBuffer) -> Option<NullBuffer> {
+pub(super) fn nulls(valid: BooleanBuffer) -> Option<NullBuffer> {
     let nulls = NullBuffer::new(valid);
     (nulls.null_count() > 0).then_some(nulls)
 }
@@ -158,7 +158,7 @@ impl<T: arrow_buffer::ArrowNativeType> Nullable<T> {
 /// `error_reason` and `error_message`: null on every row but the few errors, so the
 /// nulls are appended a run at a time.
 #[derive(Debug, Default)]
-struct ErrorColumns {
+pub(super) struct ErrorColumns {
     reason: StringBuilder,
     message: StringBuilder,
     /// Rows appended since the last error, not yet in the builders.
@@ -166,8 +166,13 @@ struct ErrorColumns {
 }
 
 impl ErrorColumns {
+    /// Appends `rows` solved rows.
+    pub(super) fn append_solved(&mut self, rows: usize) {
+        self.solved += rows;
+    }
+
     #[inline]
-    fn append(&mut self, error: Option<&ProblemError>) {
+    pub(super) fn append(&mut self, error: Option<&ProblemError>) {
         let Some(err) = error else {
             self.solved += 1;
             return;
@@ -186,7 +191,7 @@ impl ErrorColumns {
     }
 
     /// The two columns, in table order; empty again afterwards.
-    fn finish(&mut self) -> [ArrayRef; 2] {
+    pub(super) fn finish(&mut self) -> [ArrayRef; 2] {
         self.flush();
         [Arc::new(self.reason.finish()), Arc::new(self.message.finish())]
     }

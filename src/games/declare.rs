@@ -35,6 +35,9 @@ pub trait Declared {
     fn winner(input: InputOf<'_, Self>, tables: &Tables) -> Result<Outcome, SolveError> {
         Self::solve(input, tables).map(Outcome::without_move)
     }
+    /// The kernel a table of its problems is answered with a column at a time
+    /// (`columnar::kernels`): the one every game has unless the game has a faster one.
+    const KERNEL: ColumnKernel = ColumnKernel::Rows;
     /// The largest pile its table must cover first, if it does not yet (table games).
     fn needs_extension(_input: InputOf<'_, Self>, _tables: &Tables) -> Option<u64> {
         None
@@ -54,6 +57,20 @@ pub trait Declared {
     fn wire_move(values: MoveValues) -> Self::WireMove;
     /// The wire move's values, as [`Declared::move_values`].
     fn wire_move_values(wire: &Self::WireMove) -> MoveValues;
+}
+
+/// How a column of a game's problems is answered (`columnar::kernels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKernel {
+    /// Every game's: its input column read once by its shape and its solver called on each
+    /// row's input where it lies.
+    Rows,
+    /// Stone Game IV's: each pile's winner and move gathered from the table of small
+    /// piles' moves, 64 rows a word.
+    StoneGameIvMoves,
+    /// Nim Square's: each list's Grundy values gathered and XORed under one read of the
+    /// table.
+    NimSquareGrundy,
 }
 
 /// A declared game's input shape.

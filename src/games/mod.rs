@@ -17,8 +17,8 @@ pub mod table;
 mod tests;
 
 pub use declare::{
-    Declared, GameFacts, Input, InputRef, InputShape, MakeGameRef, MoveField, MoveValues, SizeFact,
-    TableFacts, MOST_MOVE_FIELDS,
+    ColumnKernel, Declared, GameFacts, Input, InputRef, InputShape, MakeGameRef, MoveField, MoveValues,
+    SizeFact, TableFacts, MOST_MOVE_FIELDS,
 };
 pub use nim_square::GrundyTable;
 pub use stone_game_iv::StoneGameIvTable;

@@ -42,6 +42,13 @@ macro_rules! declare_games {
                 }
             }
 
+            /// The kernel a column of this game's problems is answered with.
+            pub const fn kernel(self) -> $crate::games::ColumnKernel {
+                match self {
+                    $(GameKind::$game => <$crate::games::$module::$game as $crate::games::Declared>::KERNEL,)+
+                }
+            }
+
             /// A random problem of this game, its sizes drawn within `sizes`: one range for
             /// each of [`GameKind::sizes`], in that order (the caller's contract: fewer
             /// panics).

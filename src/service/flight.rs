@@ -35,11 +35,12 @@ use tonic::{Request, Response, Status, Streaming};
 use super::memory::{CallMemory, MemoryHold};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
 use crate::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
+use crate::columnar::kernels::Answered;
 use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
 use crate::games::{GameRef, Outcome};
-use crate::problem::Problem;
-use crate::problem::ProblemError;
-use crate::solver::{BatchBuffers, Solver};
+use crate::pool::{self, PoolError};
+use crate::problem::{Problem, ProblemError};
+use crate::solver::Solver;
 
 /// The Flight service's name, as reflection and the metrics know it.
 pub const SERVICE_NAME: &str =
@@ -63,7 +64,6 @@ pub const METHODS: [&str; 10] = [
 #[derive(Debug, Clone)]
 pub struct FlightSolverService {
     solver: Arc<Solver>,
-    spare: Arc<SpareBuffers>,
     /// The largest message the server sends (`--max-message-bytes`).
     max_message_bytes: usize,
 }
@@ -71,7 +71,7 @@ pub struct FlightSolverService {
 impl FlightSolverService {
     /// A service over `solver` that sends no message above `max_message_bytes`.
     pub fn new(solver: Arc<Solver>, max_message_bytes: usize) -> Self {
-        FlightSolverService { solver, spare: Arc::default(), max_message_bytes }
+        FlightSolverService { solver, max_message_bytes }
     }
 
     /// What `DoExchange` does between decoding and encoding: each batch of `requests`
@@ -86,12 +86,11 @@ impl FlightSolverService {
         let budget = StreamBudget::new(config.batch_window, config.stream_in_flight_bytes);
         let idle = config.stream_idle_timeout.0;
         let weigh = |exchanged: &Exchanged| weight(&exchanged.batch);
-        let spare = Arc::clone(&self.spare);
         solve_in_order(requests, budget, idle, weigh, move |exchanged: Exchanged| {
-            let (solver, spare) = (Arc::clone(&solver), Arc::clone(&spare));
+            let solver = Arc::clone(&solver);
             async move {
                 let Exchanged { descriptor, batch, held } = exchanged;
-                let answer = solve_batch(&solver, &spare, descriptor, batch).await;
+                let answer = solve_batch(&solver, descriptor, batch).await;
                 // The batch's memory is given back once it is solved and gone.
                 drop(held);
                 answer
@@ -290,102 +289,46 @@ fn weight(batch: &RecordBatch) -> usize {
     batch.get_array_memory_size() + batch.num_rows() * std::mem::size_of::<Problem>()
 }
 
-/// The vectors of one batch solved: its problems (untagged: an answer's place is its
-/// row) and their results.
-type Buffers = BatchBuffers<(), Result<Outcome, ProblemError>>;
-
-/// The most memory [`SpareBuffers`] keeps, whatever the clients send.
-const SPARE_BYTES: usize = 16 << 20;
-
-/// Batch vectors kept for the next batch of any exchange, up to [`SPARE_BYTES`] in all, so
-/// that a stream of batches reuses memory the allocator would otherwise hand back to the OS
-/// between two batches and fault in again (docs/performance.md). Server-wide, so that no
-/// client holds more by opening exchanges.
-#[derive(Debug, Default)]
-struct SpareBuffers(parking_lot::Mutex<Vec<Buffers>>);
-
-impl SpareBuffers {
-    /// Empty vectors, with room from an earlier batch when some is spare.
-    fn take(&self) -> Buffers {
-        self.0.lock().pop().unwrap_or_default()
-    }
-
-    /// Keeps `buffers` for a later batch, emptied, if they fit in what is kept.
-    fn give_back(&self, mut buffers: Buffers) {
-        buffers.problems.clear();
-        buffers.results.clear();
-        let mut spare = self.0.lock();
-        if spare.iter().chain([&buffers]).map(held_bytes).sum::<usize>() <= SPARE_BYTES {
-            spare.push(buffers);
-        }
-    }
-}
-
-/// The memory `buffers`' vectors hold.
-fn held_bytes(buffers: &Buffers) -> usize {
-    buffers.problems.capacity() * std::mem::size_of::<((), Problem)>()
-        + buffers.results.capacity() * std::mem::size_of::<Result<Outcome, ProblemError>>()
-}
-
-/// Rows of a batch solved at a time when its problems are small. A run's problems and
-/// results (40 bytes a row each) stay in the cache between reading, solving and writing
-/// them, where a whole batch of 65,536 rows went out to memory and back at each step. A
-/// run within `--inline-work` is solved on the batch's own task ([`solve_in_order`] gives
-/// each batch one), so a stream's batches keep every worker busy at once; 4,096 rows of
-/// the bulk client's mixed tables are within it, where 8,192 were not. Runs handed to the
-/// pool one by one lost the gain in hand-offs, so a run beyond `--inline-work` takes the
-/// rest of its batch with it to the pool (docs/performance.md).
-const RUN_ROWS: usize = 4096;
-
-/// Solves one batch of problems into its batch of solutions, [`RUN_ROWS`] at a time while
-/// they are small.
+/// Solves one batch of problems into its batch of solutions: the column kernels first
+/// ([`columnar::kernels`]), on the batch's own task when their work is within
+/// `--inline-work` (a row of a batch costs about what a problem of one unit does) and on
+/// the pool beyond; then the rows they leave, through the fan-out as any door's problems.
 async fn solve_batch(
     solver: &Solver,
-    spare: &SpareBuffers,
     descriptor: Descriptor,
     batch: RecordBatch,
 ) -> Result<RecordBatch, Status> {
     let invalid = |err: columnar::ColumnError| Status::invalid_argument(err.to_string());
-    let id = columnar::id_column(&batch).map_err(invalid)?;
-    let rows = batch.num_rows();
-    let mut solutions = columnar::Solutions::new(descriptor.games, rows);
-    let problems = columnar::BatchProblems::of(&batch, descriptor.games).map_err(invalid)?;
-    let game = problems.game_column(rows);
-    let mut buffers = spare.take();
-    // A run's problems, borrowing the batch's columns: no row's input is copied.
-    let mut run = Vec::with_capacity(RUN_ROWS.min(rows));
-    let mut start = 0;
-    while start < rows {
-        let len = RUN_ROWS.min(rows - start);
-        run.clear();
-        run.extend((start..start + len).map(|row| problems.get(row)));
-        if solver.solves_inline(&run) {
-            start += len;
-            solver.solve_borrowed(&run, descriptor.winner_only, &mut buffers.results).await;
+    let pool_failed = |err: PoolError| Status::from(ProblemError::from(err));
+    let work = batch.num_rows().max(batch.get_array_memory_size() / 8);
+    let mut answered = if work <= solver.config().inline_work {
+        Answered::of(&batch, descriptor, solver.tables())
+    } else {
+        let (tables, batch) = (Arc::clone(solver.tables()), batch.clone());
+        pool::run(move |_| Answered::of(&batch, descriptor, &tables)).await.map_err(pool_failed)?
+    }
+    .map_err(invalid)?;
+    solver.answered(&answered.counts());
+    let rows: Vec<usize> = answered.fallback().collect();
+    if !rows.is_empty() {
+        let problems = columnar::BatchProblems::of(&batch, descriptor.games).map_err(invalid)?;
+        let run: Vec<_> = rows.iter().map(|&row| problems.get(row)).collect();
+        let results = if solver.solves_inline(&run) {
+            let mut results = Vec::with_capacity(run.len());
+            solver.solve_borrowed(&run, descriptor.winner_only, &mut results).await;
+            results
         } else {
             // Larger problems go to the pool, which splits them over every core and needs
-            // them owned: the rest of the batch goes with them, in one hand-off.
-            run.clear();
-            let owned = (start..rows).map(|row| ((), problems.get(row).map(GameRef::to_owned)));
-            buffers.problems.extend(owned);
-            start = rows;
-            buffers = solver
-                .solve_into(buffers, descriptor.winner_only, |(), result| result)
+            // them owned.
+            let owned = run.into_iter().map(|problem| ((), problem.map(GameRef::to_owned))).collect();
+            solver
+                .solve_batch(owned, descriptor.winner_only, |(), result| result)
                 .await
-                .map_err(|err| Status::from(ProblemError::from(err)))?;
-        }
-        solutions.append(&buffers.results);
-        if start < rows {
-            // A run solved inline holds the worker: let its other calls in between runs.
-            tokio::task::yield_now().await;
-        }
+                .map_err(pool_failed)?
+        };
+        answered.fill(results);
     }
-    drop(run);
-    drop(problems);
-    drop(batch);
-    spare.give_back(buffers);
-    let id = id.as_ref().map(|(field, array)| (field.as_ref(), Arc::clone(array)));
-    solutions.finish(id, game).map_err(internal)
+    answered.finish(&batch).map_err(internal)
 }
 
 /// Turns answer batches into Flight messages ([`BatchEncoder`]), none above the
@@ -513,41 +456,5 @@ impl FlightService for FlightSolverService {
         _request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
         Ok(Response::new(Box::pin(futures::stream::empty())))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Emptied vectors with room for `rows` problems and as many results.
-    fn buffers(rows: usize) -> Buffers {
-        BatchBuffers { problems: Vec::with_capacity(rows), results: Vec::with_capacity(rows) }
-    }
-
-    #[test]
-    fn spare_vectors_come_back_empty_with_their_room_and_never_hold_more_than_the_bound() {
-        let spare = SpareBuffers::default();
-        let mut used = buffers(1_000);
-        used.results.push(Ok(Outcome::BOB));
-        spare.give_back(used);
-        let taken = spare.take();
-        assert!(taken.problems.is_empty() && taken.results.is_empty());
-        assert!(taken.problems.capacity() >= 1_000 && taken.results.capacity() >= 1_000);
-        assert_eq!(spare.take().problems.capacity(), 0, "one kept, one taken: the next is new");
-
-        let row_bytes =
-            std::mem::size_of::<((), Problem)>() + std::mem::size_of::<Result<Outcome, ProblemError>>();
-        let rows = SPARE_BYTES / row_bytes / 3;
-        for _ in 0..10 {
-            spare.give_back(buffers(rows));
-        }
-        let kept = spare.0.lock();
-        assert_eq!(kept.len(), 3, "as many as fit in {SPARE_BYTES} bytes");
-        assert!(kept.iter().map(held_bytes).sum::<usize>() <= SPARE_BYTES);
-        drop(kept);
-        let spare = SpareBuffers::default();
-        spare.give_back(buffers(SPARE_BYTES / row_bytes + 1));
-        assert!(spare.0.lock().is_empty(), "a batch larger than the bound alone is not kept");
     }
 }

@@ -6,7 +6,7 @@ use super::{NimSquareMove, NimSquareOutcome};
 use crate::games::declare::{
     random_values, Declared, GameFacts, Integers, MoveField, MoveValues, SizeFact, TableFacts,
 };
-use crate::games::{Move, Outcome, SolveError, Tables};
+use crate::games::{ColumnKernel, Move, Outcome, SolveError, Tables};
 use crate::pb;
 
 /// Nim Square: several piles, a square taken from one, answered from a table of Grundy
@@ -40,6 +40,7 @@ impl Declared for NimSquare {
             max_limit: super::MAX_LIMIT,
         }),
     };
+    const KERNEL: ColumnKernel = ColumnKernel::NimSquareGrundy;
     type Shape = Integers;
     type Move = NimSquareMove;
     type Wire = pb::NimSquare;

@@ -243,23 +243,13 @@ impl GrundyTable {
             return Err(SolveError::OutOfRange { game: GameKind::NimSquare, n, limit: self.limit });
         }
         self.extend_to(piles.iter().copied().max().unwrap_or(0))?;
-        let values = self.values.read();
-        let value = |n: u64| values[n as usize];
-        let nim_value = piles.iter().fold(0, |xor, &n| xor ^ value(n));
-        if nim_value == 0 {
-            return Ok(NimSquareOutcome { winner: Player::Bob, nim_value: 0, winning_move: None });
-        }
-        let winning_move = if winner_only {
-            None
-        } else {
-            let found = (0u64..).zip(piles).find_map(|(pile, &n)| {
-                let target = value(n) ^ nim_value;
-                smallest_take_to(&values, n, target).map(|take| NimSquareMove { pile, take })
-            });
-            debug_assert!(found.is_some(), "nim value {nim_value} without a winning move");
-            found
-        };
-        Ok(NimSquareOutcome { winner: Player::Alice, nim_value: u32::from(nim_value), winning_move })
+        Ok(outcome(&self.values.read(), piles, winner_only))
+    }
+
+    /// The values of every pile covered so far, read-locked while held: a column kernel
+    /// answers a whole batch's positions under one lock ([`outcome`]).
+    pub fn values(&self) -> impl std::ops::Deref<Target = Vec<u16>> + '_ {
+        self.values.read()
     }
 
     /// The covered range and a copy of the values below it, for saving.
@@ -295,6 +285,28 @@ impl GrundyTable {
         }
         Ok(())
     }
+}
+
+/// The outcome of the position `piles`, every one of them covered by `values` (the
+/// table's [`GrundyTable::values`]); with `winner_only`, no move is searched for.
+#[inline]
+pub fn outcome(values: &[u16], piles: &[u64], winner_only: bool) -> NimSquareOutcome {
+    let value = |n: u64| values[n as usize];
+    let nim_value = piles.iter().fold(0, |xor, &n| xor ^ value(n));
+    if nim_value == 0 {
+        return NimSquareOutcome { winner: Player::Bob, nim_value: 0, winning_move: None };
+    }
+    let winning_move = if winner_only {
+        None
+    } else {
+        let found = (0u64..).zip(piles).find_map(|(pile, &n)| {
+            let target = value(n) ^ nim_value;
+            smallest_take_to(values, n, target).map(|take| NimSquareMove { pile, take })
+        });
+        debug_assert!(found.is_some(), "nim value {nim_value} without a winning move");
+        found
+    };
+    NimSquareOutcome { winner: Player::Alice, nim_value: u32::from(nim_value), winning_move }
 }
 
 /// The smallest k² with g(n − k²) = `target`, if any, where `values` covers n.

@@ -3,7 +3,7 @@
 use std::ops::RangeInclusive;
 
 use crate::games::declare::{Declared, GameFacts, Integer, MoveField, MoveValues, SizeFact, TableFacts};
-use crate::games::{Outcome, SolveError, Tables};
+use crate::games::{ColumnKernel, Outcome, SolveError, Tables};
 use crate::pb;
 
 /// Stone Game IV (LeetCode 1510): one pile, answered from a growing table.
@@ -40,6 +40,7 @@ impl Declared for StoneGameIv {
             max_limit: super::MAX_LIMIT,
         }),
     };
+    const KERNEL: ColumnKernel = ColumnKernel::StoneGameIvMoves;
     type Shape = Integer;
     type Move = StoneGameIvMove;
     type Wire = pb::StoneGameIv;

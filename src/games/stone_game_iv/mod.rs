@@ -346,8 +346,10 @@ impl StoneGameIvTable {
         }
     }
 
-    /// The current move table of small piles (empty before the first is built).
-    fn small_moves(&self) -> &[u16] {
+    /// The current move table of small piles: Alice's smallest winning k for each pile
+    /// below its length, 0 where Bob wins (empty before the first is built). What a column
+    /// kernel gathers from, a pile a load, where [`Self::solve`] answers one pile.
+    pub fn small_moves(&self) -> &[u16] {
         match self.small_moves_current.load(Ordering::Acquire) {
             0 => &[],
             current => self.small_moves[current - 1].get().map_or(&[], |moves| moves),
