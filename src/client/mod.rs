@@ -28,6 +28,7 @@ pub(crate) mod batch;
 pub(crate) mod budget;
 pub(crate) mod config;
 pub(crate) mod connection;
+mod decompress;
 pub(crate) mod embedded;
 pub(crate) mod error;
 pub(crate) mod fingerprint;

@@ -11,8 +11,8 @@ use std::io::{self, Cursor, Read};
 
 use parking_lot::Mutex;
 
+use crate::client::decompress::decompressed;
 use crate::client::format::Format;
-use crate::client::input::decompressed;
 
 /// Bytes read from stdin to tell its format, which its reader takes first.
 static PUSHED_BACK: Mutex<Vec<u8>> = Mutex::new(Vec::new());

@@ -218,6 +218,20 @@ pub fn client(args: &[&str]) -> (ExitStatus, String) {
     (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
+/// The client's stderr without the lines that say a table is growing and when it is built:
+/// whether they come depends on how soon the client looks (every 200 ms), so a test of
+/// what else it says reads past them.
+pub fn without_table_growth(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|line| {
+            !line.starts_with("gamesolver-client: building the ")
+                && !line.starts_with("gamesolver-client: built the ")
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 /// A path as a command-line argument.
 pub fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()

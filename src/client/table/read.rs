@@ -29,7 +29,7 @@ use super::csv_records::{BoundedRecords, TooLongRow, TooLongRows};
 use super::ipc_input::{IpcFile, IpcStream};
 use crate::client::embedded::BoxError;
 use crate::client::format::Format;
-use crate::client::input::{self, InputError, InputSource};
+use crate::client::input::{InputError, InputSource};
 
 /// A UTF-8 byte order mark, which spreadsheets put before a CSV's header.
 const BOM: &[u8] = b"\xef\xbb\xbf";
@@ -211,8 +211,8 @@ fn open_bytes(
             (Box::new(file), len)
         }
     };
-    let (bytes, count) =
-        input::decompressed(raw).map_err(|source| InputError::Open { path: path.to_owned(), source })?;
+    let (bytes, count) = crate::client::decompress::decompressed(raw)
+        .map_err(|source| InputError::Open { path: path.to_owned(), source })?;
     Ok((Box::new(BufReader::new(bytes)), count, len))
 }
 
