@@ -288,7 +288,7 @@ impl<'a> Input<'a> {
 }
 
 /// A string column: utf8, large_utf8, utf8_view, or a dictionary of one of them.
-struct Strings<'a> {
+pub(super) struct Strings<'a> {
     /// A dictionary's keys: indices into `values`.
     keys: Option<Integers<'a>>,
     values: StringValues<'a>,
@@ -337,7 +337,8 @@ impl<'a> StringValues<'a> {
 }
 
 impl<'a> Strings<'a> {
-    fn of(array: &'a dyn Array) -> Option<Self> {
+    /// `array` read as strings; `None` for another type.
+    pub(super) fn of(array: &'a dyn Array) -> Option<Self> {
         if let Some(dictionary) = array.as_any_dictionary_opt() {
             let keys = Integers::of(dictionary.keys())?;
             return Some(Strings {
@@ -349,7 +350,8 @@ impl<'a> Strings<'a> {
     }
 
     /// The string in `row`; `None` when it is null.
-    fn get(&self, row: usize) -> Option<&'a str> {
+    #[inline]
+    pub(super) fn get(&self, row: usize) -> Option<&'a str> {
         match &self.keys {
             None => self.values.get(row),
             Some(keys) if keys.is_null(row) => None,
@@ -464,17 +466,37 @@ impl<'a> Integers<'a> {
 }
 
 /// Where each row's list lies in the values.
-enum Offsets<'a> {
+pub(super) enum Offsets<'a> {
     List(&'a [i32]),
     LargeList(&'a [i64]),
     FixedSizeList(usize),
 }
 
-impl Offsets<'_> {
+impl<'a> Offsets<'a> {
+    /// Where `array`'s lists lie in its items, and the items; `None` for an array of no
+    /// list type (list, large_list or fixed_size_list).
+    pub(super) fn of(array: &'a dyn Array) -> Option<(Self, &'a ArrayRef)> {
+        Some(match array.data_type() {
+            DataType::List(_) => {
+                let list = array.as_list::<i32>();
+                (Offsets::List(list.value_offsets()), list.values())
+            }
+            DataType::LargeList(_) => {
+                let list = array.as_list::<i64>();
+                (Offsets::LargeList(list.value_offsets()), list.values())
+            }
+            DataType::FixedSizeList(_, size) => {
+                let list: &FixedSizeListArray = array.as_fixed_size_list();
+                (Offsets::FixedSizeList(usize::try_from(*size).ok()?), list.values())
+            }
+            _ => return None,
+        })
+    }
+
     /// Where the list in `row` starts in the items; `row` = the array's length gives
     /// where the last ends.
     #[inline]
-    fn start(&self, row: usize) -> usize {
+    pub(super) fn start(&self, row: usize) -> usize {
         // Offsets a valid array holds are never negative.
         match *self {
             Offsets::List(offsets) => offsets[row] as usize,
@@ -503,21 +525,7 @@ enum Items<'a> {
 
 impl<'a> Lists<'a> {
     fn of(array: &'a dyn Array) -> Option<Self> {
-        let (offsets, values) = match array.data_type() {
-            DataType::List(_) => {
-                let list = array.as_list::<i32>();
-                (Offsets::List(list.value_offsets()), list.values())
-            }
-            DataType::LargeList(_) => {
-                let list = array.as_list::<i64>();
-                (Offsets::LargeList(list.value_offsets()), list.values())
-            }
-            DataType::FixedSizeList(_, size) => {
-                let list: &FixedSizeListArray = array.as_fixed_size_list();
-                (Offsets::FixedSizeList(usize::try_from(*size).ok()?), list.values())
-            }
-            _ => return None,
-        };
+        let (offsets, values) = Offsets::of(array)?;
         let span = offsets.start(0)..offsets.start(array.len());
         let items = match Integers::of(values.as_ref()) {
             Some(values) => {

@@ -7,10 +7,11 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
-use arrow_array::{Array, FixedSizeListArray};
+use arrow_array::Array;
 use arrow_buffer::{NullBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
+use super::super::input::Offsets;
 use super::super::numbers::{self, Converted};
 
 /// A column of counts.
@@ -66,13 +67,6 @@ fn live(nulls: Option<&NullBuffer>) -> Option<NullBuffer> {
     nulls.filter(|nulls| nulls.null_count() > 0).cloned()
 }
 
-/// Where each row's list lies in the items.
-enum Offsets<'a> {
-    List(&'a [i32]),
-    LargeList(&'a [i64]),
-    FixedSizeList(usize),
-}
-
 /// A list column of counts: list, large_list or fixed_size_list.
 pub(super) struct Lists<'a> {
     offsets: Offsets<'a>,
@@ -85,21 +79,7 @@ pub(super) struct Lists<'a> {
 impl<'a> Lists<'a> {
     /// `array` read as lists of counts; `None` for another type.
     pub(super) fn of(array: &'a dyn Array) -> Option<Lists<'a>> {
-        let (offsets, child) = match array.data_type() {
-            DataType::List(_) => {
-                let list = array.as_list::<i32>();
-                (Offsets::List(list.value_offsets()), list.values())
-            }
-            DataType::LargeList(_) => {
-                let list = array.as_list::<i64>();
-                (Offsets::LargeList(list.value_offsets()), list.values())
-            }
-            DataType::FixedSizeList(_, size) => {
-                let list: &FixedSizeListArray = array.as_fixed_size_list();
-                (Offsets::FixedSizeList(usize::try_from(*size).ok()?), list.values())
-            }
-            _ => return None,
-        };
+        let (offsets, child) = Offsets::of(array)?;
         let mut lists = Lists { offsets, first: 0, nulls: live(array.nulls()), items: Counts::empty() };
         let first = lists.start(0);
         lists.first = first;
@@ -112,12 +92,7 @@ impl<'a> Lists<'a> {
     /// Where the list in `row` starts in the child.
     #[inline]
     fn start(&self, row: usize) -> usize {
-        // A valid array's offsets are never negative.
-        match self.offsets {
-            Offsets::List(offsets) => offsets[row] as usize,
-            Offsets::LargeList(offsets) => offsets[row] as usize,
-            Offsets::FixedSizeList(size) => row * size,
-        }
+        self.offsets.start(row)
     }
 
     /// The counts of the list in `row`, when it is there and every item holds one.

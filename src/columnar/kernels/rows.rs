@@ -1,64 +1,21 @@
 //! The kernel every game has: its input column read once by its shape (strings where they
-//! lie, counts and lists of counts as [`Counts`] and [`Lists`] read them), and its solver
-//! called on each row's input as it lies there, with no problem or solution built a row.
+//! lie, as the row path reads them; counts and lists of counts as [`Counts`] and [`Lists`]
+//! read them), and its solver called on each row's input as it lies there, with no
+//! problem or solution built a row.
 //! A gap (a null, a list with one), or a problem its table must grow for first, is left
 //! to the row path, which names the error or grows the table.
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, LargeStringArray, StringArray, StringViewArray};
-use arrow_schema::DataType;
+use arrow_array::Array;
 
+use super::super::input::Strings;
 use super::answers::Answers;
 use super::counts::{Counts, Lists};
 use crate::games::{GameRef, MakeGameRef, Outcome, SolveError, Tables};
 use crate::problem::ProblemError;
 
-/// A column of strings, by its type.
-enum Texts<'a> {
-    Utf8(&'a StringArray),
-    LargeUtf8(&'a LargeStringArray),
-    Utf8View(&'a StringViewArray),
-    /// A dictionary: its strings, each row's key.
-    Dictionary(Vec<Option<&'a str>>, Counts),
-}
-
-impl<'a> Texts<'a> {
-    /// `array` read as strings; `None` for another type.
-    fn of(array: &'a dyn Array) -> Option<Self> {
-        Some(match array.data_type() {
-            DataType::Utf8 => Texts::Utf8(array.as_string()),
-            DataType::LargeUtf8 => Texts::LargeUtf8(array.as_string()),
-            DataType::Utf8View => Texts::Utf8View(array.as_string_view()),
-            DataType::Dictionary(..) => {
-                let dictionary = array.as_any_dictionary_opt()?;
-                let values = dictionary.values();
-                let strings = match values.data_type() {
-                    DataType::Utf8 => values.as_string::<i32>().iter().collect(),
-                    DataType::LargeUtf8 => values.as_string::<i64>().iter().collect(),
-                    DataType::Utf8View => values.as_string_view().iter().collect(),
-                    _ => return None,
-                };
-                Texts::Dictionary(strings, Counts::of(dictionary.keys())?)
-            }
-            _ => return None,
-        })
-    }
-
-    /// The string at `row`, if it holds one.
-    #[inline]
-    fn get(&self, row: usize) -> Option<&'a str> {
-        match self {
-            Texts::Utf8(array) => array.is_valid(row).then(|| array.value(row)),
-            Texts::LargeUtf8(array) => array.is_valid(row).then(|| array.value(row)),
-            Texts::Utf8View(array) => array.is_valid(row).then(|| array.value(row)),
-            Texts::Dictionary(strings, keys) => *strings.get(usize::try_from(keys.get(row)?).ok()?)?,
-        }
-    }
-}
-
 /// A game's input column, read by its shape, and how a row's input makes the game.
 enum Column<'a> {
-    Text(Texts<'a>, for<'b> fn(&'b str) -> GameRef<'b>),
+    Text(Strings<'a>, for<'b> fn(&'b str) -> GameRef<'b>),
     Integer(Counts, fn(u64) -> GameRef<'static>),
     Integers(Lists<'a>, for<'b> fn(&'b [u64]) -> GameRef<'b>),
 }
@@ -80,7 +37,7 @@ impl<'a> Kernel<'a> {
         winner_only: bool,
     ) -> Option<Self> {
         let column = match make {
-            MakeGameRef::Text(make) => Column::Text(Texts::of(array)?, make),
+            MakeGameRef::Text(make) => Column::Text(Strings::of(array)?, make),
             MakeGameRef::Integer(make) => Column::Integer(Counts::of(array)?, make),
             MakeGameRef::Integers(make) => Column::Integers(Lists::of(array)?, make),
         };
