@@ -17,9 +17,9 @@ mod stone_game_iv;
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
 use arrow_buffer::{Buffer, OffsetBuffer};
-use arrow_schema::ArrowError;
+use arrow_schema::{ArrowError, DataType};
 use arrow_select::interleave::interleave;
 
 use self::answers::Answers;
@@ -210,7 +210,16 @@ impl Answered {
             Some(order) => {
                 for at in 0..runs.first().map_or(0, Vec::len) {
                     let pieces: Vec<&dyn Array> = runs.iter().map(|run| run[at].as_ref()).collect();
-                    columns.push(without_empty_nulls(interleave(&pieces, order)?));
+                    // A column no run fills (the error columns of a batch without errors,
+                    // a move field no game of it has) is written null at once.
+                    let column = match pieces.iter().all(|piece| piece.null_count() == piece.len()) {
+                        true => new_null_array(
+                            pieces.first().map_or(&DataType::Null, |p| p.data_type()),
+                            order.len(),
+                        ),
+                        false => without_empty_nulls(interleave(&pieces, order)?),
+                    };
+                    columns.push(column);
                 }
             }
         }
