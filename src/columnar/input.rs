@@ -570,4 +570,4 @@ impl<'a> Lists<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

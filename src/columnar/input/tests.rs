@@ -24,6 +24,19 @@ fn read(columns: Vec<(&str, ArrayRef)>, games: Games) -> Result<Vec<Problem>, Co
 const IV: Games = Games::One(GameKind::StoneGameIv);
 const IX: Games = Games::One(GameKind::StoneGameIx);
 
+/// `values` as a column of each string type a `num` column may be: utf8, large_utf8,
+/// utf8_view and a dictionary.
+pub(in crate::columnar) fn every_string_type(values: &[Option<&str>]) -> [ArrayRef; 4] {
+    let mut dictionary = StringDictionaryBuilder::<Int16Type>::new();
+    dictionary.extend(values.iter().copied());
+    [
+        Arc::new(StringArray::from(values.to_vec())),
+        Arc::new(LargeStringArray::from(values.to_vec())),
+        Arc::new(StringViewArray::from(values.to_vec())),
+        Arc::new(dictionary.finish()),
+    ]
+}
+
 #[test]
 fn every_string_type_reads_the_same_sum_games() {
     let values = [Some("25??"), None, Some("?")];
@@ -32,14 +45,7 @@ fn every_string_type_reads_the_same_sum_games() {
         Err(ProblemError::NullInput { game: GameKind::SumGame, index: None }),
         Ok(Game::SumGame("?".into())),
     ];
-    let mut dictionary = StringDictionaryBuilder::<Int16Type>::new();
-    dictionary.extend(values);
-    let columns: [ArrayRef; 4] = [
-        Arc::new(StringArray::from(values.to_vec())),
-        Arc::new(LargeStringArray::from(values.to_vec())),
-        Arc::new(StringViewArray::from(values.to_vec())),
-        Arc::new(dictionary.finish()),
-    ];
+    let columns = every_string_type(&values);
     let mut nulls = StringDictionaryBuilder::<Int16Type>::new();
     nulls.append_nulls(2);
     let null = Err(ProblemError::NullInput { game: GameKind::SumGame, index: None });

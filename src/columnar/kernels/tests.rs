@@ -3,8 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use arrow_array::builder::StringDictionaryBuilder;
-use arrow_array::types::{Float64Type, Int32Type, Int64Type, UInt16Type, UInt64Type};
+use arrow_array::types::{Float64Type, Int32Type, Int64Type, UInt64Type};
 use arrow_array::{
     ArrayRef, Decimal128Array, FixedSizeListArray, Float64Array, Int32Array, Int64Array, Int8Array,
     LargeListArray, LargeStringArray, ListArray, RecordBatch, StringArray, StringViewArray, UInt32Array,
@@ -12,6 +11,7 @@ use arrow_array::{
 };
 use proptest::prelude::*;
 
+use super::super::input::tests::every_string_type;
 use super::*;
 
 /// Tables shared by every case, so that some batches find them cold and some warm: small
@@ -227,15 +227,7 @@ proptest! {
 #[test]
 fn a_dictionary_and_every_string_type_answer_sum_games_as_the_rows_do() {
     let values = [Some("25??"), None, Some("?"), Some("12a4"), Some(""), Some("9?"), Some("5023")];
-    let mut dictionary = StringDictionaryBuilder::<UInt16Type>::new();
-    dictionary.extend(values);
-    let columns: [ArrayRef; 4] = [
-        Arc::new(StringArray::from(values.to_vec())),
-        Arc::new(LargeStringArray::from(values.to_vec())),
-        Arc::new(StringViewArray::from(values.to_vec())),
-        Arc::new(dictionary.finish()),
-    ];
-    for column in columns {
+    for column in every_string_type(&values) {
         for (start, len) in [(0, 7), (1, 5), (3, 0)] {
             check(vec![("num", column.slice(start, len))], Games::One(GameKind::SumGame)).unwrap();
         }
