@@ -37,7 +37,13 @@ import tempfile
 import time
 import urllib.request
 
-import grpc
+# The children this suite starts fork from a process with grpcio loaded; with grpcio's fork
+# handlers on, a child can abort in them before it execs (`ev_epoll1_linux.cc: Check
+# failed: wakeup_fd_->Wakeup().ok()`, exit -6 in 0.0 s, one CI run). The children exec at
+# once and use no gRPC of this process, so the handlers are not needed.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import grpc  # noqa: E402  (after the fork setting, which grpcio reads at import)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The repository's Python package (clients/python), installed into the venv by .ci/faults.sh.
