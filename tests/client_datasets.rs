@@ -272,6 +272,55 @@ fn kept_columns_come_beside_the_answers_and_a_clash_is_refused_by_name() {
     assert!(!missing.exists() && !lines.exists(), "nothing written");
 }
 
+/// The bytes of each column chunk of the Parquet file at `path`, by row group and leaf,
+/// with its row groups' rows.
+fn chunks(path: &Path) -> (Vec<i64>, Vec<Vec<Vec<u8>>>) {
+    let bytes = std::fs::read(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let groups = reader.metadata().row_groups();
+    let rows = groups.iter().map(|group| group.num_rows()).collect();
+    let chunk = |chunk: &parquet::file::metadata::ColumnChunkMetaData| {
+        let start = chunk.dictionary_page_offset().unwrap_or(chunk.data_page_offset()) as usize;
+        bytes[start..start + chunk.compressed_size() as usize].to_vec()
+    };
+    (rows, groups.iter().map(|group| group.columns().iter().map(chunk).collect()).collect())
+}
+
+#[test]
+fn kept_columns_of_a_parquet_input_are_its_chunks_copied_in_its_row_groups() {
+    let (dir, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let generated = dir.path().join("gen.parquet");
+    gen(&generated, 5_000, 21, cache.path());
+    // Row groups as another writer cuts them: uneven, one shorter than a page's batch.
+    let rows = parquet(&generated);
+    let input = dir.path().join("in.parquet");
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&input).unwrap(), rows.schema(), None)
+            .unwrap();
+    for (at, len) in [(0, 1_200), (1_200, 3_000), (4_200, 790), (4_990, 10)] {
+        writer.write(&rows.slice(at, len)).unwrap();
+        writer.flush().unwrap();
+    }
+    writer.close().unwrap();
+
+    let (all, none) = (dir.path().join("all.parquet"), dir.path().join("none.parquet"));
+    solve(&[path_str(&input), "-o", path_str(&all), "--keep", "all"], 0, cache.path());
+    solve(&[path_str(&input), "-o", path_str(&none), "--keep", "none"], 0, cache.path());
+    let (kept, answers) = (parquet(&all), parquet(&none));
+    for name in names(&rows) {
+        assert_eq!(kept.column_by_name(&name).unwrap(), rows.column_by_name(&name).unwrap(), "{name}");
+    }
+    for name in names(&answers) {
+        assert_eq!(kept.column_by_name(&name).unwrap(), answers.column_by_name(&name).unwrap(), "{name}");
+    }
+    let ((input_groups, input_chunks), (output_groups, output_chunks)) = (chunks(&input), chunks(&all));
+    assert_eq!(output_groups, input_groups, "the output's row groups are the input's");
+    let kept_leaves = input_chunks[0].len() - 1; // every column of the input but its id
+    for (group, (input, output)) in input_chunks.iter().zip(&output_chunks).enumerate() {
+        assert_eq!(output[1..1 + kept_leaves], input[1..], "row group {group}: the kept chunks' bytes");
+    }
+}
+
 #[test]
 fn csv_on_stdin_is_solved_and_garbage_exits_two_with_nothing_written() {
     let cache = tempfile::tempdir().unwrap();

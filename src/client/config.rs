@@ -94,7 +94,8 @@ pub struct SolveConfig {
     #[arg(long, default_value_t = SolveConfig::default().batch_rows)]
     pub batch_rows: NonZeroUsize,
     /// Rows per row group of a Parquet output (a resumed run keeps the whole row groups
-    /// written before it stopped).
+    /// written before it stopped). Out of a Parquet input with columns kept (--keep), the
+    /// output's row groups are the input's instead, its kept columns copied as they are.
     #[arg(long, default_value_t = SolveConfig::default().row_group_rows)]
     pub row_group_rows: NonZeroUsize,
     /// Encoded bytes per batch, about.

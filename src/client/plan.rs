@@ -31,13 +31,14 @@ use crate::client::queue::WorkQueue;
 use crate::client::resume::{self, OutputOptions, ResumeError, Resumed, Sidecar};
 use crate::client::sink::{LinesSink, Sink, TableOutput, TableSink};
 use crate::client::table::columns::{output_schema, ColumnMap, ColumnsError, InputColumns};
+use crate::client::table::copy::CopyPlan;
 use crate::client::table::csv::parse_cells;
 use crate::client::table::csv_records::TooLongRow;
 use crate::client::table::fingerprint::TableFingerprint;
 use crate::client::table::keep::{Keep, KeptColumns};
 use crate::client::table::read::{batch_bytes, TableReader, TableSource};
 use crate::client::table::resume::{self as table_resume, OutputSpec, Saved, TableOptions};
-use crate::client::table::write::TableWriter;
+use crate::client::table::write::{parquet_properties, TableWriter, ROW_GROUP_ROWS};
 use crate::columnar::{self, Games, ID};
 
 /// Bytes of output buffered before they are written.
@@ -107,7 +108,7 @@ pub(crate) fn lines(config: &SolveConfig, output: Format) -> Result<Plan<Grpc>, 
             let options =
                 table_options(config, ColumnMap::default(), Format::Jsonl, table, config.max_message_bytes);
             let mut skipped = None;
-            let (out, resumed) = open_table_output(config, options, &schema, |path, saved| {
+            let (out, resumed) = open_table_output(config, options, &schema, None, |path, saved| {
                 let checkpoint = saved.checkpoint();
                 let skip = resume::skip_lines(path, checkpoint, saved.input(), checkpoint.lines, &mut reader);
                 let skip = skip.map_err(|err| match err {
@@ -146,7 +147,9 @@ pub(crate) fn table(
     let name = input_name(&config.input);
     let columns =
         InputColumns::resolve(source.schema(), renames, &name, input == Format::Csv, config.winner_only)?;
-    let kept = kept_columns(config, &columns, source.schema(), &name, output)?;
+    let mut kept = kept_columns(config, &columns, source.schema(), &name, output)?;
+    let schema = with_kept(columns.output_schema(), &kept);
+    let copy = copy_plan(&source, &mut kept, &schema, output);
     let mut projection: Vec<usize> = columns.projection().iter().copied().chain(kept.projection()).collect();
     projection.sort_unstable();
     projection.dedup();
@@ -154,10 +157,9 @@ pub(crate) fn table(
     let max = config.max_message_bytes;
     // A CSV line is bounded as a JSON line is: by the largest message the client sends.
     let mut reader = source.reader(&projection, config.batch_rows.get(), max / 2, max)?;
-    let schema = with_kept(columns.output_schema(), &kept);
     let options = table_options(config, renames.clone(), input, output, 0);
     let mut fingerprint = TableFingerprint::new(&read_schema);
-    let (out, resumed) = open_table_output(config, options, &schema, |_, saved| {
+    let (out, resumed) = open_table_output(config, options, &schema, copy.as_ref(), |_, saved| {
         reader.skip(saved.checkpoint().lines, |batch| fingerprint.add(batch))?;
         let now = fingerprint.checkpoint();
         match saved.complete() && now == saved.checkpoint() && reader.at_end()? {
@@ -166,7 +168,8 @@ pub(crate) fn table(
         }
     })?;
     let fingerprint = matches!(out, TableOutput::File(..)).then_some(fingerprint);
-    let sink = Box::new(TableSink::table(out, schema));
+    let rows_schema = copy.as_ref().map_or(schema, |plan| Arc::clone(plan.rows_schema()));
+    let sink = Box::new(TableSink::table(out, rows_schema));
     let door = Flight::new(columns.descriptor(), columns.request_schema().field(0));
     let progress_total = reader.total();
     let reading = TableReading {
@@ -239,6 +242,34 @@ fn kept_columns(
     Ok(KeptColumns::resolve(&config.keep, schema, partition, id, &taken, input, config.batch_rows.get())?)
 }
 
+/// How a Parquet output copies the kept columns of a Parquet input (`source`) into
+/// `schema` (the output's): `None` for other formats, or when the file's chunks cannot
+/// be copied as they are (they are then encoded, as before). `kept` is marked copied.
+fn copy_plan(
+    source: &TableSource,
+    kept: &mut KeptColumns,
+    schema: &SchemaRef,
+    output: Format,
+) -> Option<CopyPlan> {
+    let in_table = kept.in_table();
+    if output != Format::Parquet || in_table.is_empty() {
+        return None;
+    }
+    let copy = source.copy_source()?;
+    // The kept columns follow the id (`with_kept`).
+    let copied: Vec<(usize, usize)> = in_table.iter().map(|(at, index)| (1 + at, *index)).collect();
+    match CopyPlan::new(copy, source.schema(), schema, &copied, &parquet_properties(ROW_GROUP_ROWS)) {
+        Ok(plan) => {
+            kept.mark_copied();
+            Some(plan)
+        }
+        Err(why) => {
+            tracing::debug!("kept columns encoded, not copied: {why}");
+            None
+        }
+    }
+}
+
 /// `output` (the id, then the answers) with the kept columns after the id.
 fn with_kept(output: &SchemaRef, kept: &KeptColumns) -> SchemaRef {
     if kept.is_empty() {
@@ -290,12 +321,17 @@ fn open_table_output(
     config: &SolveConfig,
     options: TableOptions,
     schema: &SchemaRef,
+    copy: Option<&CopyPlan>,
     skip: impl FnOnce(&Path, &Saved) -> Result<Skipped, ResumeError>,
 ) -> Result<(TableOutput, (u64, u64)), ClientError> {
     let format = options.output_format;
     let rows = config.row_group_rows.get();
     let writer = |out: Box<dyn Write + Send>| {
-        TableWriter::new(format, out, schema, 0, rows).map_err(ClientError::table_output)
+        let writer = match copy {
+            Some(plan) => TableWriter::copying(out, plan),
+            None => TableWriter::new(format, out, schema, 0, rows),
+        };
+        writer.map_err(ClientError::table_output)
     };
     let Some(path) = &config.output else {
         if config.resume {
@@ -317,7 +353,7 @@ fn open_table_output(
         return Ok((TableOutput::Plain(Box::new(out)), (0, 0)));
     }
     let sidecar = resume::sidecar_for(path, config.part.is_some());
-    let spec = OutputSpec { path, sidecar, input: input_name(&config.input), options, schema };
+    let spec = OutputSpec { path, sidecar, input: input_name(&config.input), options, schema, copy };
     if config.resume {
         if let Some(saved) = table_resume::saved(path, &spec.sidecar, &spec.options)? {
             let resumed = (saved.checkpoint().lines, saved.errors());

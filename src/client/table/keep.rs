@@ -95,6 +95,9 @@ pub enum KeepError {
 enum Source {
     /// The table's column at this index of its schema.
     Table(usize),
+    /// The table's column at this index, which the writer copies from the input file
+    /// itself ([`super::copy`]): read only for the fingerprint, not handed on.
+    Copied(usize),
     /// A Hive partition column: one value for every row, as a column of `rows` rows that
     /// each batch takes a slice of.
     Partition(ArrayRef),
@@ -182,9 +185,28 @@ impl KeptColumns {
     /// The table's columns that must be read for the kept ones.
     pub fn projection(&self) -> impl Iterator<Item = usize> + '_ {
         self.columns.iter().filter_map(|(source, _)| match source {
-            Source::Table(index) => Some(*index),
+            Source::Table(index) | Source::Copied(index) => Some(*index),
             Source::Partition(_) => None,
         })
+    }
+
+    /// The kept columns that the table holds, as pairs of their place among the kept
+    /// ones and their index in the table's schema.
+    pub fn in_table(&self) -> Vec<(usize, usize)> {
+        let table = |(at, (source, _)): (usize, &(Source, FieldRef))| match source {
+            Source::Table(index) => Some((at, *index)),
+            Source::Copied(_) | Source::Partition(_) => None,
+        };
+        self.columns.iter().enumerate().filter_map(table).collect()
+    }
+
+    /// From now on the table's kept columns are copied by the writer, not handed to it.
+    pub fn mark_copied(&mut self) {
+        for (source, _) in &mut self.columns {
+            if let Source::Table(index) = source {
+                *source = Source::Copied(*index);
+            }
+        }
     }
 
     /// The kept columns' fields, in output order.
@@ -192,14 +214,16 @@ impl KeptColumns {
         self.columns.iter().map(|(_, field)| field)
     }
 
-    /// The kept columns of `batch`, read with `projection` (the table's columns read,
-    /// ascending): the batch's own arrays, and the partition columns' sliced to its rows.
+    /// The kept columns of `batch` that the writer is handed, read with `projection` (the
+    /// table's columns read, ascending): the batch's own arrays (not the copied ones), and
+    /// the partition columns' sliced to its rows.
     pub fn of(&self, batch: &RecordBatch, projection: &[usize]) -> Vec<ArrayRef> {
         let rows = batch.num_rows();
         self.columns
             .iter()
+            .filter(|(source, _)| !matches!(source, Source::Copied(_)))
             .map(|(source, _)| match source {
-                Source::Table(index) => {
+                Source::Table(index) | Source::Copied(index) => {
                     let at = projection.binary_search(index).expect("a kept column is read");
                     Arc::clone(batch.column(at))
                 }

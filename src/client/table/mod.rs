@@ -12,6 +12,7 @@
 
 pub(crate) mod answers;
 pub(crate) mod columns;
+pub(crate) mod copy;
 pub(crate) mod csv;
 pub(crate) mod csv_records;
 pub(crate) mod fingerprint;

@@ -25,6 +25,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
+use super::copy::CopySource;
 use super::csv_records::{BoundedRecords, TooLongRow, TooLongRows};
 use super::ipc_input::{IpcFile, IpcStream};
 use crate::client::embedded::BoxError;
@@ -52,7 +53,8 @@ impl std::fmt::Debug for TableSource {
 }
 
 enum Opened {
-    Parquet(ParquetRecordBatchReaderBuilder<File>),
+    /// The reader's builder, and a handle of the file beside it for copying its chunks.
+    Parquet(ParquetRecordBatchReaderBuilder<File>, File),
     /// Opened again with the projection, once it is known.
     Arrow,
     Arrows(IpcStream<Box<dyn BufRead + Send>>, Arc<AtomicU64>, Option<u64>),
@@ -70,9 +72,11 @@ impl TableSource {
         let fail = |source: BoxError| InputError::OpenTable { path: path.clone(), format, source };
         let (schema, opened) = match format {
             Format::Parquet => {
-                let builder = ParquetRecordBatchReaderBuilder::try_new(open_file(&path)?)
-                    .map_err(|e| fail(e.into()))?;
-                (Arc::clone(builder.schema()), Opened::Parquet(builder))
+                let file = open_file(&path)?;
+                let copy =
+                    file.try_clone().map_err(|source| InputError::Open { path: path.clone(), source })?;
+                let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(e.into()))?;
+                (Arc::clone(builder.schema()), Opened::Parquet(builder, copy))
             }
             Format::Arrow => {
                 let reader = IpcFile::open(open_file(&path)?).map_err(fail)?;
@@ -107,6 +111,14 @@ impl TableSource {
         &self.schema
     }
 
+    /// A Parquet table's file and metadata, from which an output may copy column chunks;
+    /// `None` for another format, or when the file cannot be opened again.
+    pub fn copy_source(&self) -> Option<CopySource> {
+        let Opened::Parquet(builder, file) = &self.opened else { return None };
+        let file = file.try_clone().ok()?;
+        CopySource::new(file, Arc::clone(builder.metadata())).ok()
+    }
+
     /// A reader of the table's columns `projection` (ascending: the contract's columns'
     /// and the kept ones'), `batch_rows` rows a batch at most and about `batch_bytes` at
     /// most; a CSV record longer than `max_line_bytes` is read past, its row noted in
@@ -123,7 +135,7 @@ impl TableSource {
         let fail = |source: BoxError| InputError::OpenTable { path: path.clone(), format, source };
         let too_long = TooLongRows::default();
         let (batches, position, total): (Batches, Position, Option<u64>) = match self.opened {
-            Opened::Parquet(builder) => {
+            Opened::Parquet(builder, _) => {
                 let total = builder.metadata().file_metadata().num_rows().max(0) as u64;
                 let rows = parquet_batch_rows(&builder, &projection, batch_rows, batch_bytes);
                 let mask = ProjectionMask::roots(builder.parquet_schema(), projection.iter().copied());

@@ -19,10 +19,11 @@ use std::fs::OpenOptions;
 use std::io::{BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use arrow_schema::SchemaRef;
+use arrow_schema::{ArrowError, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use super::columns::ColumnMap;
+use super::copy::CopyPlan;
 use super::keep::Keep;
 use super::write::{read_back, Recovery, TableWriter};
 use crate::client::fingerprint::Checkpoint;
@@ -263,6 +264,24 @@ pub struct OutputSpec<'a> {
     pub options: TableOptions,
     /// The output table's columns.
     pub schema: &'a SchemaRef,
+    /// The kept columns copied from a Parquet input, if they are.
+    pub copy: Option<&'a CopyPlan>,
+}
+
+impl OutputSpec<'_> {
+    /// The writer of this output to `out`, which holds `start` bytes of a text output.
+    fn writer(&self, out: Box<dyn std::io::Write + Send>, start: u64) -> Result<TableWriter, ArrowError> {
+        match self.copy {
+            Some(plan) => TableWriter::copying(out, plan),
+            None => TableWriter::new(
+                self.options.output_format,
+                out,
+                self.schema,
+                start,
+                self.options.row_group_rows,
+            ),
+        }
+    }
 }
 
 /// Opens the output of a fresh run: the file, truncated, and its sidecar, written before
@@ -278,17 +297,8 @@ pub fn create(spec: &OutputSpec<'_>) -> Result<OpenedOutput, ResumeError> {
         }
     }
     let file = std::fs::File::create(output).map_err(io_error("create", output))?;
-    let writer = TableWriter::new(
-        spec.options.output_format,
-        Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)),
-        spec.schema,
-        0,
-        spec.options.row_group_rows,
-    )
-    .map_err(|err| ResumeError::Io {
-        action: "write",
-        path: output.to_owned(),
-        source: std::io::Error::other(err),
+    let writer = spec.writer(Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, file)), 0).map_err(|err| {
+        ResumeError::Io { action: "write", path: output.to_owned(), source: std::io::Error::other(err) }
     })?;
     let file = TableSidecarFile {
         format: FORMAT.to_owned(),
@@ -335,14 +345,9 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
             }
             out.set_len(*bytes).map_err(io_error("cut", &partial))?;
             out.seek(SeekFrom::End(0)).map_err(io_error("open", &partial))?;
-            let writer = TableWriter::new(
-                format,
-                Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)),
-                spec.schema,
-                *bytes,
-                spec.options.row_group_rows,
-            )
-            .map_err(writer_error(&partial))?;
+            let writer = spec
+                .writer(Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)), *bytes)
+                .map_err(writer_error(&partial))?;
             let target = file.partial.clone();
             let sidecar = Sidecar::write_new(&spec.sidecar, file)?;
             Ok(OpenedOutput { writer, sidecar, target, stale: None, resumed, held: rows })
@@ -353,16 +358,14 @@ pub fn reopen(spec: &OutputSpec<'_>, saved: Saved) -> Result<OpenedOutput, Resum
                 false => output.to_owned(),
             };
             let out = std::fs::File::create(&target).map_err(io_error("create", &target))?;
-            let mut writer = TableWriter::new(
-                format,
-                Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)),
-                spec.schema,
-                0,
-                spec.options.row_group_rows,
-            )
-            .map_err(writer_error(&target))?;
-            read_back(format, &partial, spec.schema, recovery, rows, |batch| writer.write(&batch, &[]))
-                .map_err(|source| ResumeError::ReadBack { output: partial.clone(), source })?;
+            let mut writer = spec
+                .writer(Box::new(BufWriter::with_capacity(OUTPUT_BUFFER, out)), 0)
+                .map_err(writer_error(&target))?;
+            let written = spec.copy.map(CopyPlan::written);
+            read_back(format, &partial, spec.schema, written, recovery, rows, |batch| {
+                writer.write(&batch, &[])
+            })
+            .map_err(|source| ResumeError::ReadBack { output: partial.clone(), source })?;
             // The sidecar still names the old file: it does until the new one holds the rows.
             let sidecar = Sidecar::write_new(&spec.sidecar, file)?;
             Ok(OpenedOutput {

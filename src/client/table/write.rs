@@ -25,7 +25,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{
@@ -36,6 +36,7 @@ use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use super::answers::{override_rows, write_json_lines};
+use super::copy::{CopyPlan, CopyingWriter};
 use super::csv;
 use crate::client::format::Format;
 use crate::columnar;
@@ -125,6 +126,8 @@ enum Inner {
         /// Rows of fewer than a write batch, waiting for the rest of theirs.
         carry: Option<RecordBatch>,
     },
+    /// Parquet whose kept columns are copied from a Parquet input.
+    Copying(Box<CopyingWriter<Counted>>),
     Arrow(FileWriter<Counted>),
     Arrows(StreamWriter<Counted>),
     Csv(arrow_csv::Writer<Counted>),
@@ -188,6 +191,16 @@ impl TableWriter {
         Ok(TableWriter { schema: Arc::clone(schema), inner, rows: 0, start, written })
     }
 
+    /// A Parquet writer of `plan`'s output to `out`, its kept columns copied from the
+    /// input, its row groups the input's.
+    pub fn copying(out: Box<dyn Write + Send>, plan: &CopyPlan) -> Result<Self, ArrowError> {
+        let written = Arc::new(AtomicU64::new(0));
+        let out = Counted { inner: out, bytes: Arc::clone(&written) };
+        let writer = CopyingWriter::new(out, plan, parquet_properties(ROW_GROUP_ROWS))?;
+        let inner = Inner::Copying(Box::new(writer));
+        Ok(TableWriter { schema: Arc::clone(plan.rows_schema()), inner, rows: 0, start: 0, written })
+    }
+
     /// Writes `rows`; the rows of `overrides` (by index) are those errors instead.
     pub fn write(
         &mut self,
@@ -205,7 +218,10 @@ impl TableWriter {
             false => override_rows(rows, overrides)?,
         };
         match &mut self.inner {
-            Inner::Parquet { writer, carry } => write_aligned(writer, carry, &self.schema, rows),
+            Inner::Parquet { writer, carry } => {
+                write_aligned(carry, &self.schema, rows, |piece| writer.write(piece).map_err(from_parquet))
+            }
+            Inner::Copying(writer) => writer.write(&rows),
             Inner::Arrow(writer) => writer.write(&rows),
             Inner::Arrows(writer) => writer.write(&rows),
             Inner::Csv(writer) => writer.write(&csv::writable(&rows)?),
@@ -218,6 +234,12 @@ impl TableWriter {
         match &mut self.inner {
             Inner::Parquet { writer, .. } => {
                 // Not `flush`, which would close the row group being written.
+                writer.sync()?;
+                let groups = writer.flushed_row_groups();
+                let rows = groups.iter().map(|group| group.num_rows().max(0) as u64).sum();
+                Ok(Durable { rows, recovery: Recovery::Footer { footer: footer(groups)? } })
+            }
+            Inner::Copying(writer) => {
                 writer.sync()?;
                 let groups = writer.flushed_row_groups();
                 let rows = groups.iter().map(|group| group.num_rows().max(0) as u64).sum();
@@ -258,6 +280,11 @@ impl TableWriter {
                 let footer = footer(metadata.row_groups())?;
                 Ok(Durable { rows: self.rows, recovery: Recovery::Footer { footer } })
             }
+            Inner::Copying(writer) => {
+                let metadata = writer.finish()?;
+                let footer = footer(metadata.row_groups())?;
+                Ok(Durable { rows: self.rows, recovery: Recovery::Footer { footer } })
+            }
             Inner::Arrow(writer) => {
                 writer.finish()?;
                 writer.get_mut().flush()?;
@@ -273,13 +300,13 @@ impl TableWriter {
     }
 }
 
-/// Hands `rows` to the Parquet encoder in pieces that start on multiples of its write
-/// batch, keeping a short tail in `carry` for the next rows.
-fn write_aligned(
-    writer: &mut ArrowWriter<Counted>,
+/// Hands `rows` to `encode` (a Parquet encoder) in pieces that start on multiples of its
+/// write batch, keeping a short tail in `carry` for the next rows.
+pub(super) fn write_aligned(
     carry: &mut Option<RecordBatch>,
     schema: &SchemaRef,
     rows: RecordBatch,
+    mut encode: impl FnMut(&RecordBatch) -> Result<(), ArrowError>,
 ) -> Result<(), ArrowError> {
     let mut rest = rows;
     if let Some(head) = carry.take() {
@@ -290,11 +317,11 @@ fn write_aligned(
             *carry = Some(joined);
             return Ok(());
         }
-        writer.write(&joined).map_err(from_parquet)?;
+        encode(&joined)?;
     }
     let aligned = rest.num_rows() / WRITE_BATCH_ROWS * WRITE_BATCH_ROWS;
     if aligned > 0 {
-        writer.write(&rest.slice(0, aligned)).map_err(from_parquet)?;
+        encode(&rest.slice(0, aligned))?;
     }
     if aligned < rest.num_rows() {
         *carry = Some(rest.slice(aligned, rest.num_rows() - aligned));
@@ -333,12 +360,14 @@ pub enum ReadBackError {
     },
 }
 
-/// Reads the first `rows` rows of the `format` output at `path` back, as `recovery` says,
-/// into `each`, in batches as they were written.
+/// Reads the first `rows` rows of the `format` output at `path` (of `schema`) back, as
+/// `recovery` says, into `each`, in batches as they were written; only the fields
+/// `written` when given (a Parquet output whose other columns are copied from its input).
 pub fn read_back(
     format: Format,
     path: &Path,
     schema: &SchemaRef,
+    written: Option<&[usize]>,
     recovery: &Recovery,
     rows: u64,
     mut each: impl FnMut(RecordBatch) -> Result<(), ArrowError>,
@@ -353,7 +382,12 @@ pub fn read_back(
             let metadata = ParquetMetaDataReader::decode_metadata(&bytes).map_err(from_parquet)?;
             let options = ArrowReaderOptions::new().with_schema(Arc::clone(schema));
             let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), options).map_err(from_parquet)?;
+            let mask = match written {
+                Some(fields) => ProjectionMask::roots(metadata.parquet_schema(), fields.iter().copied()),
+                None => ProjectionMask::all(),
+            };
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
+                .with_projection(mask)
                 .with_batch_size(ROW_GROUP_ROWS)
                 .with_limit(rows as usize)
                 .build()
@@ -374,6 +408,10 @@ pub fn read_back(
             );
         }
     };
+    let schema = match written {
+        Some(fields) => Arc::new(schema.project(fields)?),
+        None => Arc::clone(schema),
+    };
     let mut read = 0;
     while read < rows {
         let Some(batch) = batches.next() else { break };
@@ -384,7 +422,7 @@ pub fn read_back(
             true => batch.slice(0, take),
             false => batch,
         };
-        each(RecordBatch::try_new(Arc::clone(schema), batch.columns().to_vec())?)?;
+        each(RecordBatch::try_new(Arc::clone(&schema), batch.columns().to_vec())?)?;
     }
     if read < rows {
         return Err(ReadBackError::Short { found: read, expected: rows });
@@ -468,15 +506,16 @@ mod tests {
                 assert_eq!(third.rows, 280_000);
             }
             let mut back = Vec::new();
-            read_back(format, &path, &batch.schema(), &third.recovery, third.rows, |b| {
+            read_back(format, &path, &batch.schema(), None, &third.recovery, third.rows, |b| {
                 back.push(b);
                 Ok(())
             })
             .unwrap();
             let back = arrow_select::concat::concat_batches(&batch.schema(), &back).unwrap();
             assert_eq!(back, batch.slice(0, third.rows as usize), "{format}");
-            let err = read_back(format, &path, &batch.schema(), &points[4].recovery, 400_000, |_| Ok(()))
-                .unwrap_err();
+            let err =
+                read_back(format, &path, &batch.schema(), None, &points[4].recovery, 400_000, |_| Ok(()))
+                    .unwrap_err();
             assert_eq!(err.to_string(), "holds 300000 rows where its sidecar counted 400000", "{format}");
         }
     }
