@@ -2,7 +2,7 @@
 """The columnar door against the bulk path users had, what they would write instead, and the solver's own rate.
 
     bench/flight.py BIN_DIR SOLVE_RATE [--rows N] [--rounds R] [--batch-rows B] [--work DIR]
-                    [--mixed] [--skip NAME ...]
+                    [--mixed] [--skip NAME ...] [--base BASE_BIN_DIR]
 
 BIN_DIR holds gamesolver-server and gamesolver-client (the dist profile's, for figures),
 SOLVE_RATE the solve_rate example's binary. It writes N Stone Game IV problems (n up to
@@ -18,11 +18,17 @@ and then, R rounds interleaved (default 5), after one warm-up round:
   gathers, into an Arrow table of `alice_wins` and `move_take` with the move's validity;
 - kernels: SOLVE_RATE --kernels on the Parquet file: the door's column kernels alone, no
   transport, one thread;
-- in-process: SOLVE_RATE on the Parquet file: the row fan-out alone, no door.
+- in-process: SOLVE_RATE on the Parquet file: the row fan-out alone, no door;
+- ceiling: the same exchange against bench/flight_ceiling.py, a pyarrow Flight server that
+  solves nothing and answers each batch with one of the answer's shape and bytes, made once:
+  what pyarrow.flight moves at all on this machine (Stone Game IV only); echo: the same
+  server sending each problem batch back as it came;
+- flight-base: with --base, the flight path against BASE_BIN_DIR's server, for an A/B in
+  one run.
 
 With --mixed the problems are the four games (`gen`'s default mix) and the exchange's
 descriptor `mixed`; numpy is then skipped. It prints each round's problems/s and the
-medians with the ratios flight/jsonl, flight/numpy and kernels/numpy. Needs pyarrow and
+medians with the ratios of flight, flight-base, ceiling and kernels to numpy and the others. Needs pyarrow and
 numpy. The server and every process it starts are stopped.
 """
 import argparse
@@ -125,6 +131,7 @@ def main():
     parser.add_argument("--work", default="target/bench-flight")
     parser.add_argument("--mixed", action="store_true", help="the four games, descriptor mixed")
     parser.add_argument("--skip", nargs="*", default=[], help="paths not to run: jsonl, flight, numpy, ...")
+    parser.add_argument("--base", help="a second BIN_DIR whose server runs the flight-base path")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     client = os.path.join(args.bin_dir, "gamesolver-client")
@@ -138,19 +145,38 @@ def main():
     table = pq.read_table(parquet)
     table = table.select([c for c in table.column_names if c != "id"])
     games = "mixed" if args.mixed else "stone_game_iv"
-    skip = set(args.skip) | ({"numpy"} if args.mixed else set())
+    skip = set(args.skip) | ({"numpy", "ceiling", "echo"} if args.mixed else set())
+    if not args.base:
+        skip.add("flight-base")
     diy = None
     if "numpy" not in skip:
         built = time.monotonic()
         diy = numpy_tables(1_000_000)
         print(f"numpy tables built in {time.monotonic() - built:.1f} s (not timed below)", flush=True)
         n = table.column("n").to_numpy()
-    server = ServerProcess([os.path.join(args.bin_dir, "gamesolver-server"), "--listen", "127.0.0.1:0"],
-                           os.path.join(args.work, "server.log"))
-    addr = server.addr
+    servers = {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    commands = {
+        "flight": [os.path.join(args.bin_dir, "gamesolver-server"), "--listen", "127.0.0.1:0"],
+        "flight-base": [os.path.join(args.base or "", "gamesolver-server"), "--listen", "127.0.0.1:0"],
+        "ceiling": [sys.executable, os.path.join(here, "flight_ceiling.py")],
+        "echo": [sys.executable, os.path.join(here, "flight_ceiling.py"), "--echo"],
+    }
+    try:
+        for name, argv in commands.items():
+            if name == "flight" or name not in skip:
+                servers[name] = ServerProcess(argv, os.path.join(args.work, f"{name}.log"), name=name)
+    except BaseException:
+        for server in servers.values():
+            server.stop()
+        raise
+    addr = servers["flight"].addr
     paths = {
         "jsonl": lambda: jsonl_round(client, jsonl, addr, args.rows),
         "flight": lambda: flight_round(addr, table, args.batch_rows, games),
+        "flight-base": lambda: flight_round(servers["flight-base"].addr, table, args.batch_rows, games),
+        "ceiling": lambda: flight_round(servers["ceiling"].addr, table, args.batch_rows, games),
+        "echo": lambda: flight_round(servers["echo"].addr, table, args.batch_rows, games),
         "numpy": lambda: numpy_round(diy, n),
         "kernels": lambda: in_process_round(args.solve_rate, parquet, "--kernels"),
         "in-process": lambda: in_process_round(args.solve_rate, parquet),
@@ -167,10 +193,13 @@ def main():
                     figures[name].append(rate)
         medians = {name: statistics.median(rates) for name, rates in figures.items()}
         print("medians: " + ", ".join(f"{name} {rate:,.0f} problems/s" for name, rate in medians.items()))
-        ratios = [("flight", "jsonl"), ("flight", "numpy"), ("kernels", "numpy"), ("flight", "in-process")]
+        ratios = [("flight", "jsonl"), ("flight", "numpy"), ("flight-base", "numpy"), ("ceiling", "numpy"),
+                  ("echo", "numpy"), ("flight", "ceiling"), ("flight", "flight-base"), ("kernels", "numpy"),
+                  ("flight", "in-process")]
         print(", ".join(f"{a}/{b} {medians[a] / medians[b]:.2f}x" for a, b in ratios if a in medians and b in medians))
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, LargeStringArray, RecordBatch,
     StringArray, UInt32Array, UInt64Array,
 };
-use arrow_flight::decode::{DecodedPayload, FlightRecordBatchStream};
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder, FlightRecordBatchStream};
 use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_client::FlightServiceClient;
@@ -1152,4 +1152,72 @@ async fn a_descriptor_that_does_not_decode_or_is_no_path_is_the_callers_error() 
     let status = exchange(&mut client, &[&long], vec![n]).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().len() < 400, "{} bytes", status.message().len());
+}
+
+/// The Flight messages arrow-ipc's `IpcDataGenerator` makes of `batches`, one stream: the
+/// schema first (and again when it changes), then each batch's dictionaries and itself.
+fn generated(batches: &[RecordBatch]) -> Vec<FlightData> {
+    use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+    let (generator, options) = (IpcDataGenerator::default(), IpcWriteOptions::default());
+    let mut context = IpcWriteContext::default();
+    let mut tracker = DictionaryTracker::new(false);
+    let mut schema = None;
+    let mut messages = Vec::new();
+    for batch in batches {
+        if schema.as_ref() != Some(batch.schema_ref()) {
+            tracker = DictionaryTracker::new(false);
+            let encoded =
+                generator.schema_to_bytes_with_dictionary_tracker(batch.schema_ref(), &mut tracker, &options);
+            messages.push(FlightData::from(encoded));
+            schema = Some(batch.schema());
+        }
+        let (dictionaries, data) = generator.encode(batch, &mut tracker, &options, &mut context).unwrap();
+        messages.extend(dictionaries.into_iter().map(FlightData::from));
+        messages.push(FlightData::from(data));
+    }
+    messages
+}
+
+#[tokio::test]
+async fn answers_on_the_wire_are_arrows_messages_byte_for_byte_compressed_or_not() {
+    use tonic::codec::CompressionEncoding;
+    let n = |from: u64| {
+        let n = (from..from + 5_000).map(|i| i * 7_919 % 1_000_000);
+        Arc::new(UInt64Array::from_iter_values(n)) as ArrayRef
+    };
+    let ids: ArrayRef = Arc::new(StringArray::from_iter_values((0..5_000).map(|i| format!("row-{i}"))));
+    let sent =
+        vec![batch(vec![("n", n(0))]), batch(vec![("n", n(5_000))]), batch(vec![("id", ids), ("n", n(9))])];
+    for compress_responses in [false, true] {
+        let mut config = ServerConfig::default();
+        config.http2.compress_responses = compress_responses;
+        let server = TestServer::start(config).await;
+        for encoding in [CompressionEncoding::Gzip, CompressionEncoding::Zstd] {
+            let mut client = FlightServiceClient::new(server.channel().await).accept_compressed(encoding);
+            let request = messages_each(&["stone_game_iv"], sent.clone(), None).map(Result::unwrap);
+            let response = client.do_exchange(request).await.unwrap();
+            let sent_encoding =
+                response.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
+            assert_eq!(sent_encoding.is_some(), compress_responses, "{sent_encoding:?}");
+            let received: Vec<FlightData> = response.into_inner().try_collect().await.unwrap();
+            let answers: Vec<RecordBatch> =
+                FlightDataDecoder::new(futures::stream::iter(received.clone()).map(Ok))
+                    .try_filter_map(|data| async move {
+                        Ok(match data.payload {
+                            DecodedPayload::RecordBatch(batch) => Some(batch),
+                            _ => None,
+                        })
+                    })
+                    .try_collect()
+                    .await
+                    .unwrap();
+            assert_eq!(answers.len(), 3);
+            for (answer, problems) in answers.iter().zip(&sent) {
+                let n = problems.column_by_name("n").unwrap().as_primitive::<UInt64Type>();
+                let expected = solve_batch(&server, n.values().iter().map(|&n| iv(n)).collect(), false).await;
+                assert_eq!(rows(answer), expected);
+            }
+            assert_eq!(received, generated(&answers));
+        }
+    }
 }

@@ -18,6 +18,8 @@
 //! the fast path (`FastEncode`, `FastDecode`). `encode` writes problems and solutions,
 //! `decode` reads them, `decoded_size` says what a request decodes to, and `wire` holds
 //! what they share: the keys and field numbers of the contract, and the field walks.
+//! `flight` is the Flight door's `DoExchange` codec, whose answers' bodies are copied
+//! into the frame in their pieces.
 
 use std::marker::PhantomData;
 
@@ -34,10 +36,12 @@ use encode::encode_solutions;
 mod decode;
 mod decoded_size;
 mod encode;
+mod flight;
 mod wire;
 
 pub(crate) use decoded_size::decoded_request_bytes;
 pub use encode::encode_problem_element;
+pub use flight::{encoded_len as flight_message_len, FlightCodec};
 pub(crate) use wire::{WireError, WireField, WireFields, WireValue};
 
 /// Default limit of one gRPC message, each way, for the server and the bulk client: room

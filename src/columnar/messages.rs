@@ -2,42 +2,64 @@
 //! batch message a batch, never split, after a schema message (first, and again whenever
 //! the schema changes) and any dictionaries.
 //!
-//! arrow-flight's own encoder splits batches to fit a message size and starts every
-//! batch's body from an empty buffer; here a batch must stay one message (each answers
-//! one request), and the body's buffer is sized from the batch before (the IPC context's
-//! reserved scratch), so that a body is allocated once instead of grown by doubling.
+//! arrow-flight's own encoder splits batches to fit a message size and copies every
+//! batch's buffers into one body; here a batch must stay one message (each answers one
+//! request), and a message's body is the list of the batch's own buffers and their
+//! padding ([`FlightMessage`]), as arrow-ipc's `StreamEncoder` lays them out, so that the
+//! server's codec copies them once, straight into the gRPC frame (`codec::flight`).
 
 use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
 use arrow_flight::FlightData;
-use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_ipc::writer::StreamEncoder;
 use arrow_schema::{ArrowError, SchemaRef};
+use bytes::Bytes;
 
-/// Encodes a stream's batches, one after another.
-pub struct BatchEncoder {
-    generator: IpcDataGenerator,
-    dictionaries: DictionaryTracker,
-    options: IpcWriteOptions,
-    context: IpcWriteContext,
-    schema: Option<SchemaRef>,
+/// One Flight message of an exchange's answers: its IPC header (the flatbuffer, as
+/// `FlightData.data_header`) and its body as the buffers that make it up, in order
+/// (`FlightData.data_body` once concatenated); no descriptor and no app metadata.
+#[derive(Debug, Clone, Default)]
+pub struct FlightMessage {
+    /// The IPC message's flatbuffer.
+    pub header: Bytes,
+    /// The body's pieces: the arrays' buffers where they lie, and their padding.
+    pub body: Vec<Buffer>,
+    /// The body's length: the pieces' lengths added up.
+    pub body_len: usize,
 }
 
-impl Default for BatchEncoder {
-    fn default() -> Self {
-        let mut context = IpcWriteContext::default();
-        context.set_reserve_scratch(true);
-        BatchEncoder {
-            generator: IpcDataGenerator::default(),
-            dictionaries: DictionaryTracker::new(false),
-            options: IpcWriteOptions::default(),
-            context,
-            schema: None,
-        }
+impl FlightMessage {
+    /// The message as one `FlightData`, its body copied into one buffer (none when it is
+    /// one piece or none).
+    pub fn into_flight_data(self) -> FlightData {
+        let data_body = match self.body.as_slice() {
+            [] => Bytes::new(),
+            [one] => Bytes::from(one.clone()),
+            pieces => {
+                let mut body = Vec::with_capacity(self.body_len);
+                for piece in pieces {
+                    body.extend_from_slice(piece.as_slice());
+                }
+                Bytes::from(body)
+            }
+        };
+        FlightData { data_header: self.header, data_body, ..FlightData::default() }
     }
+}
+
+/// Encodes a stream's batches, one after another.
+#[derive(Default)]
+pub struct BatchEncoder {
+    /// The IPC stream of the current schema: a new one when the schema changes, whose
+    /// first batch brings the schema message (and its dictionaries) again.
+    stream: Option<(SchemaRef, StreamEncoder)>,
 }
 
 impl std::fmt::Debug for BatchEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchEncoder").field("schema", &self.schema).finish_non_exhaustive()
+        f.debug_struct("BatchEncoder")
+            .field("schema", &self.stream.as_ref().map(|(schema, _)| schema))
+            .finish()
     }
 }
 
@@ -45,30 +67,70 @@ impl BatchEncoder {
     /// The messages that carry `batch`: a schema message when its schema is not the
     /// previous batch's, its dictionaries, and one record batch message, last.
     pub fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<FlightData>, ArrowError> {
-        let mut messages = Vec::with_capacity(2);
-        if self.schema.as_deref() != Some(batch.schema_ref().as_ref()) {
-            self.dictionaries.clear();
-            let schema = self.generator.schema_to_bytes_with_dictionary_tracker(
-                batch.schema_ref(),
-                &mut self.dictionaries,
-                &self.options,
-            );
-            messages.push(FlightData::from(schema));
-            self.schema = Some(batch.schema());
-        }
-        let (dictionaries, data) =
-            self.generator.encode(batch, &mut self.dictionaries, &self.options, &mut self.context)?;
-        messages.extend(dictionaries.into_iter().map(FlightData::from));
-        messages.push(FlightData::from(data));
-        Ok(messages)
+        Ok(self.messages(batch)?.into_iter().map(FlightMessage::into_flight_data).collect())
     }
+
+    /// [`BatchEncoder::encode`]'s messages with their bodies in pieces, nothing copied.
+    pub fn messages(&mut self, batch: &RecordBatch) -> Result<Vec<FlightMessage>, ArrowError> {
+        let schema = batch.schema();
+        let stream = match &mut self.stream {
+            Some((known, stream)) if *known == schema => stream,
+            slot => &mut slot.insert((schema.clone(), StreamEncoder::try_new(&schema)?)).1,
+        };
+        split_stream(stream.encode(batch)?)
+    }
+}
+
+/// The IPC stream's pieces as `StreamEncoder` writes them, a message at a time: an 8-byte
+/// prefix (the continuation marker and the metadata's padded length), the flatbuffer as
+/// one piece, its padding, then the body's pieces (`bodyLength` bytes). The flatbuffer is
+/// taken as its own piece rather than cut from the padded metadata, whose zero padding
+/// cannot be told from the flatbuffer's own zeros; a writer that laid the stream out
+/// otherwise is an error, never a wrong message (the tests hold the messages to
+/// arrow's `IpcDataGenerator`'s, byte for byte).
+fn split_stream(pieces: Vec<Buffer>) -> Result<Vec<FlightMessage>, ArrowError> {
+    let framing = |what: &str| ArrowError::IpcError(format!("unexpected IPC stream framing: {what}"));
+    // An empty buffer (a column's values when every row is null) is written as a piece.
+    let mut pieces = pieces.into_iter().filter(|piece| !piece.is_empty());
+    let mut messages = Vec::with_capacity(2);
+    while let Some(prefix) = pieces.next() {
+        let Some((&[0xFF, 0xFF, 0xFF, 0xFF], len)) = prefix.as_slice().split_first_chunk::<4>() else {
+            return Err(framing("no continuation marker"));
+        };
+        let metadata = len.try_into().map(i32::from_le_bytes).map_err(|_| framing("a short prefix"))?;
+        let metadata = usize::try_from(metadata).map_err(|_| framing("a negative metadata length"))?;
+        let header = pieces.next().ok_or_else(|| framing("no metadata"))?;
+        let mut taken = header.len();
+        while taken < metadata {
+            taken += pieces.next().ok_or_else(|| framing("short metadata"))?.len();
+        }
+        if taken != metadata || header.is_empty() {
+            return Err(framing("metadata pieces that do not add up"));
+        }
+        let body_len = arrow_ipc::root_as_message(header.as_slice())
+            .map_err(|err| framing(&err.to_string()))?
+            .bodyLength();
+        let body_len = usize::try_from(body_len).map_err(|_| framing("a negative body length"))?;
+        let mut body = Vec::new();
+        let mut taken = 0;
+        while taken < body_len {
+            let piece = pieces.next().ok_or_else(|| framing("a short body"))?;
+            taken += piece.len();
+            body.push(piece);
+        }
+        if taken != body_len {
+            return Err(framing("body pieces that do not add up"));
+        }
+        messages.push(FlightMessage { header: Bytes::from(header), body, body_len });
+    }
+    Ok(messages)
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{ArrayRef, StringArray, UInt64Array};
+    use arrow_array::{Array, ArrayRef, StringArray, UInt64Array};
     use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
     use futures::TryStreamExt;
 
@@ -105,5 +167,72 @@ mod tests {
                 .await
                 .unwrap();
         assert_eq!(decoded, sent);
+    }
+
+    /// The messages arrow-ipc's `IpcDataGenerator` made of `batches` (as this encoder did
+    /// before it wrote bodies in pieces): schema (first, and when it changes), then each
+    /// batch's dictionaries and itself.
+    fn generated(batches: &[RecordBatch]) -> Vec<FlightData> {
+        use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+        let (generator, options) = (IpcDataGenerator::default(), IpcWriteOptions::default());
+        let mut context = IpcWriteContext::default();
+        let mut tracker = DictionaryTracker::new(false);
+        let mut schema = None;
+        let mut messages = Vec::new();
+        for batch in batches {
+            if schema.as_ref() != Some(batch.schema_ref()) {
+                tracker = DictionaryTracker::new(false);
+                let encoded = generator.schema_to_bytes_with_dictionary_tracker(
+                    batch.schema_ref(),
+                    &mut tracker,
+                    &options,
+                );
+                messages.push(FlightData::from(encoded));
+                schema = Some(batch.schema());
+            }
+            let (dictionaries, data) = generator.encode(batch, &mut tracker, &options, &mut context).unwrap();
+            messages.extend(dictionaries.into_iter().map(FlightData::from));
+            messages.push(FlightData::from(data));
+        }
+        messages
+    }
+
+    #[test]
+    fn the_messages_are_arrows_generators_byte_for_byte_their_bodies_in_the_arrays_own_buffers() {
+        let mut dictionary =
+            arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
+        dictionary.extend([Some("25??"), None, Some("11")]);
+        let with_dictionary = RecordBatch::try_from_iter([
+            ("id", Arc::new(dictionary.finish()) as ArrayRef),
+            ("n", Arc::new(UInt64Array::from(vec![Some(1), None, Some(3)])) as ArrayRef),
+        ])
+        .unwrap();
+        let nulls = RecordBatch::try_from_iter([
+            ("n", Arc::new(UInt64Array::from_iter_values(0..1000)) as ArrayRef),
+            ("error", Arc::new(StringArray::new_null(1000)) as ArrayRef),
+        ])
+        .unwrap();
+        let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "bb", "ccc", "dddd"]));
+        let sliced = RecordBatch::try_from_iter([("id", ids)]).unwrap().slice(1, 3);
+        let sent = [
+            batch("n", 100_000),
+            batch("n", 0),
+            nulls.clone(),
+            nulls.slice(10, 500),
+            with_dictionary.clone(),
+            with_dictionary,
+            sliced,
+            batch("n", 3),
+        ];
+        let mut encoder = BatchEncoder::default();
+        let mut messages = Vec::new();
+        for batch in &sent {
+            messages.extend(encoder.messages(batch).unwrap());
+        }
+        // The values of the first batch's `n` are sent from where they lie.
+        let values = sent[0].column(0).to_data().buffers()[0].clone();
+        assert!(messages[1].body.iter().any(|piece| piece.as_ptr() == values.as_ptr()));
+        let messages: Vec<FlightData> = messages.into_iter().map(FlightMessage::into_flight_data).collect();
+        assert_eq!(messages, generated(&sent));
     }
 }

@@ -34,7 +34,7 @@ mod output;
 
 pub(crate) use bits::spread_bits;
 pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
-pub use messages::BatchEncoder;
+pub use messages::{BatchEncoder, FlightMessage};
 pub(crate) use numbers::quoted;
 pub use numbers::{decimal_count, float_count, text_count, NotACount};
 pub use output::{game_column, solutions, AnswerColumns, Solutions};

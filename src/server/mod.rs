@@ -31,9 +31,8 @@ use crate::games::Tables;
 use crate::pb;
 use crate::pb::game_solver_service_server::GameSolverServiceServer;
 use crate::service::connect::ConnectLayer;
-use crate::service::{FlightSolverService, GameSolverService};
+use crate::service::{FlightServer, FlightSolverService, GameSolverService};
 use crate::solver::Solver;
-use arrow_flight::flight_service_server::FlightServiceServer;
 use metrics::Metrics as ServerMetrics;
 use tables::TableLifecycle;
 
@@ -366,22 +365,8 @@ impl Server {
 
     /// The Arrow Flight door over the same solver, with the same message and compression
     /// settings.
-    fn flight_service(
-        config: &ServerConfig,
-        flight: FlightSolverService,
-    ) -> FlightServiceServer<FlightSolverService> {
-        let max = config.limits.max_message_bytes;
-        let service = FlightServiceServer::new(flight)
-            .max_decoding_message_size(max)
-            .max_encoding_message_size(max)
-            .accept_compressed(CompressionEncoding::Gzip)
-            .accept_compressed(CompressionEncoding::Zstd);
-        match config.http2.compress_responses {
-            true => {
-                service.send_compressed(CompressionEncoding::Zstd).send_compressed(CompressionEncoding::Gzip)
-            }
-            false => service,
-        }
+    fn flight_service(config: &ServerConfig, flight: FlightSolverService) -> FlightServer {
+        FlightServer::new(flight, config.limits.max_message_bytes, config.http2.compress_responses)
     }
 
     /// CORS for browsers, with `--grpc-web`: the listed origins may make gRPC-Web calls

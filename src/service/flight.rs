@@ -28,15 +28,16 @@ use arrow_flight::{
 use arrow_ipc::writer::IpcWriteOptions;
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
-use prost::Message;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::memory::{CallMemory, MemoryHold};
 use super::stream::{solve_in_order, ResponseStream, StreamBudget};
+use crate::codec::{flight_message_len, FlightCodec};
 use crate::columnar::ipc::{Decoded, IpcError, IpcLimits, IpcReader};
 use crate::columnar::kernels::Answered;
-use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, Games};
+use crate::columnar::{self, BatchEncoder, Descriptor, DescriptorError, FlightMessage, Games};
 use crate::games::{GameRef, Outcome};
 use crate::pool::{self, PoolError};
 use crate::problem::{Problem, ProblemError};
@@ -344,14 +345,13 @@ impl AnswerEncoder {
     }
 
     /// The messages that carry `batch`, never splitting it: one batch answers one batch.
-    fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<FlightData>, Status> {
+    fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<FlightMessage>, Status> {
         let messages = self
             .encoder
-            .encode(batch)
+            .messages(batch)
             .map_err(|err: ArrowError| internal(format!("cannot encode the answer: {err}")))?;
         // Checked here rather than by tonic's encoder, whose OUT_OF_RANGE says less.
-        if let Some(large) =
-            messages.iter().map(Message::encoded_len).find(|&len| len > self.max_message_bytes)
+        if let Some(large) = messages.iter().map(flight_message_len).find(|&len| len > self.max_message_bytes)
         {
             return Err(Status::resource_exhausted(format!(
                 "the answer to a batch of {} rows is {large} bytes, above the limit of {} bytes: send smaller batches",
@@ -361,6 +361,125 @@ impl AnswerEncoder {
         }
         Ok(messages)
     }
+}
+
+impl FlightSolverService {
+    /// `DoExchange`'s answers as the messages that carry them, their bodies in pieces:
+    /// [`FlightServer`] writes them with [`FlightCodec`], and the trait's `do_exchange`
+    /// (for a plain `FlightServiceServer`) as `FlightData`.
+    fn exchange_messages(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> BoxStream<'static, Result<FlightMessage, Status>> {
+        tracing::debug!(remote = ?request.remote_addr(), "DoExchange opened");
+        let memory = request.extensions().get::<CallMemory>().cloned();
+        let limits = IpcLimits::new(self.max_message_bytes);
+        let answers = self.exchange(batches(request.into_inner(), memory, limits));
+        let mut encoder = AnswerEncoder::new(self.max_message_bytes);
+        answers
+            .map(move |answer| answer.and_then(|batch| encoder.encode(&batch)))
+            .flat_map(|messages| match messages {
+                Ok(messages) => futures::stream::iter(messages.into_iter().map(Ok)).left_stream(),
+                Err(status) => futures::stream::once(futures::future::ready(Err(status))).right_stream(),
+            })
+            .boxed()
+    }
+}
+
+/// The Flight service as the server routes it: `DoExchange` through [`FlightCodec`], whose
+/// answers' bodies are copied once, into the gRPC frame; every other method through
+/// arrow-flight's generated server. Both with the same message limit and compression.
+#[derive(Debug, Clone)]
+pub struct FlightServer {
+    service: FlightSolverService,
+    generated: FlightServiceServer<FlightSolverService>,
+    max_message_bytes: usize,
+    compress_responses: bool,
+}
+
+/// The path of `DoExchange`, as clients call it.
+const DO_EXCHANGE_PATH: &str = "/arrow.flight.protocol.FlightService/DoExchange";
+
+/// The encodings a request may come in, and (when responses are compressed) an answer
+/// may go out in, in the server's order of preference.
+const COMPRESSIONS: [CompressionEncoding; 2] = [CompressionEncoding::Zstd, CompressionEncoding::Gzip];
+
+impl FlightServer {
+    /// `service` with messages up to `max_message_bytes` each way, requests compressed
+    /// or not, and answers compressed when `compress_responses` is set and the client
+    /// accepts it.
+    pub fn new(service: FlightSolverService, max_message_bytes: usize, compress_responses: bool) -> Self {
+        let mut generated = FlightServiceServer::new(service.clone())
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
+        for encoding in COMPRESSIONS {
+            generated = generated.accept_compressed(encoding);
+            if compress_responses {
+                generated = generated.send_compressed(encoding);
+            }
+        }
+        FlightServer { service, generated, max_message_bytes, compress_responses }
+    }
+
+    /// `DoExchange`, served as the generated server would, with [`FlightCodec`].
+    fn do_exchange<B>(&self, request: http::Request<B>) -> BoxFuture<http::Response<tonic::body::Body>>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        let mut grpc = tonic::server::Grpc::new(FlightCodec)
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes);
+        for encoding in COMPRESSIONS {
+            grpc = grpc.accept_compressed(encoding);
+            if self.compress_responses {
+                grpc = grpc.send_compressed(encoding);
+            }
+        }
+        let method = ExchangeMethod(self.service.clone());
+        Box::pin(async move { grpc.streaming(method, request).await })
+    }
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
+
+/// `DoExchange` as tonic's server calls a streaming method.
+struct ExchangeMethod(FlightSolverService);
+
+impl tonic::server::StreamingService<FlightData> for ExchangeMethod {
+    type Response = FlightMessage;
+    type ResponseStream = BoxStream<'static, Result<FlightMessage, Status>>;
+    type Future = futures::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
+
+    fn call(&mut self, request: Request<Streaming<FlightData>>) -> Self::Future {
+        futures::future::ready(Ok(Response::new(self.0.exchange_messages(request))))
+    }
+}
+
+impl<B> tower::Service<http::Request<B>> for FlightServer
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() == DO_EXCHANGE_PATH {
+            let answer = self.do_exchange(request);
+            return Box::pin(async move { Ok(answer.await) });
+        }
+        self.generated.call(request)
+    }
+}
+
+impl tonic::server::NamedService for FlightServer {
+    const NAME: &'static str = SERVICE_NAME;
 }
 
 #[tonic::async_trait]
@@ -428,19 +547,8 @@ impl FlightService for FlightSolverService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        tracing::debug!(remote = ?request.remote_addr(), "DoExchange opened");
-        let memory = request.extensions().get::<CallMemory>().cloned();
-        let limits = IpcLimits::new(self.max_message_bytes);
-        let answers = self.exchange(batches(request.into_inner(), memory, limits));
-        let mut encoder = AnswerEncoder::new(self.max_message_bytes);
-        let messages =
-            answers.map(move |answer| answer.and_then(|batch| encoder.encode(&batch))).flat_map(|messages| {
-                match messages {
-                    Ok(messages) => futures::stream::iter(messages.into_iter().map(Ok)).left_stream(),
-                    Err(status) => futures::stream::once(futures::future::ready(Err(status))).right_stream(),
-                }
-            });
-        Ok(Response::new(Box::pin(messages)))
+        let messages = self.exchange_messages(request);
+        Ok(Response::new(Box::pin(messages.map_ok(FlightMessage::into_flight_data))))
     }
 
     type DoActionStream = ResponseStream<arrow_flight::Result>;

@@ -22,6 +22,6 @@ pub mod grpc;
 pub(crate) mod memory;
 pub(crate) mod stream;
 
-pub use flight::FlightSolverService;
+pub use flight::{FlightServer, FlightSolverService};
 pub use grpc::GameSolverService;
 pub(crate) use stream::stream_idle_status;

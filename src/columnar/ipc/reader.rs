@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_buffer::Buffer;
 use arrow_ipc::reader::RecordBatchDecoder;
 use arrow_ipc::{Endianness, MessageHeader, MetadataVersion};
 use arrow_schema::{Field, Schema, SchemaRef};
@@ -18,9 +18,9 @@ use super::walk::Walk;
 /// What decoding a checked message takes, for the caller to charge before it is decoded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Claim {
-    /// Bytes the decoded message holds: its body (which its arrays share, or an aligned
-    /// copy of it), the copies arrow-ipc makes of misaligned buffers, and what its
-    /// compressed buffers claim inflated; for a delta dictionary, the dictionary it is
+    /// Bytes the decoded message holds: its body (which its arrays share), the copies
+    /// arrow-ipc makes of the buffers not aligned for their type where they lie, and what
+    /// its compressed buffers claim inflated; for a delta dictionary, the dictionary it is
     /// appended to too (they are concatenated into a new one).
     pub bytes: usize,
     /// A record batch's rows (0 for any other message), for what the caller sizes by them.
@@ -152,8 +152,10 @@ impl IpcReader {
     }
 
     /// Reads the message of `header` and `body`: checks it as [`IpcReader::check`] does,
-    /// then decodes it with arrow-ipc. The body is copied once when it is not 64-byte
-    /// aligned, as arrow-flight's decoder does, so that no buffer is copied on its own.
+    /// then decodes it with arrow-ipc, which copies only the buffers not aligned for their
+    /// type where they lie (as [`Claim::bytes`] counts them; a body a gRPC message carries
+    /// lies wherever its frame put it). Checked and read, `body` must be the same bytes at
+    /// the same address, so that the claim is what decoding takes.
     pub fn read(&mut self, header: &[u8], body: Buffer) -> Result<Decoded, IpcError> {
         let message = parse(header)?;
         let (claim, skip) = self.check_message(&message, &body)?;
@@ -171,7 +173,6 @@ impl IpcReader {
                     return Ok(Decoded::Dictionary);
                 }
                 let Some(read) = &self.schema else { return Err(before_schema()) };
-                let body = aligned(body);
                 arrow_ipc::reader::read_dictionary(
                     &body,
                     dictionary,
@@ -185,7 +186,6 @@ impl IpcReader {
             MessageHeader::RecordBatch => {
                 let batch = message.header_as_record_batch().ok_or_else(|| missing("record batch"))?;
                 let Some(read) = &self.schema else { return Err(before_schema()) };
-                let body = aligned(body);
                 let batch = RecordBatchDecoder::try_new(
                     &body,
                     batch,
@@ -253,7 +253,7 @@ impl IpcReader {
                 for field in &fields {
                     walk.field(field, field.name(), Some(rows))?;
                 }
-                let bytes = walk.finish()?.saturating_add(copied(body));
+                let bytes = walk.finish()?;
                 Ok((Claim { bytes, rows, held: 0 }, false))
             }
             MessageHeader::DictionaryBatch => {
@@ -298,10 +298,9 @@ impl IpcReader {
                 walk.field(&field, field.name(), Some(rows))?;
                 let values = walk.finish()?;
                 // A delta is concatenated onto its dictionary: the new whole is held after,
-                // and while it is made, the old one and the delta's values are held too (and
-                // the body the values were copied from, when it was not aligned).
+                // and while it is made, the old one and the delta's values are held too.
                 let held = values.saturating_add(base.unwrap_or(0));
-                let bytes = values.saturating_add(copied(body)).saturating_add(if delta { held } else { 0 });
+                let bytes = values.saturating_add(if delta { held } else { 0 });
                 let count = self.dictionary_claims.len() + usize::from(base.is_none());
                 let total = self.dictionary_bytes() - base.unwrap_or(0) + held;
                 if count > self.limits.dictionaries || total > self.limits.dictionary_bytes {
@@ -335,23 +334,4 @@ fn unsupported_kind(kind: MessageHeader) -> IpcError {
         "IPC message of kind {} is not read: only schemas, dictionaries and record batches",
         kind.variant_name().unwrap_or("unknown")
     ))
-}
-
-/// The bytes [`aligned`] copies of `body`: all of them when it is not 64-byte aligned.
-fn copied(body: &[u8]) -> usize {
-    match (body.as_ptr() as usize).is_multiple_of(64) {
-        true => 0,
-        false => body.len(),
-    }
-}
-
-/// `body` as one 64-byte aligned buffer: itself when it is, else a copy (charged in the
-/// message's [`Claim`]).
-fn aligned(body: Buffer) -> Buffer {
-    if (body.as_ptr() as usize).is_multiple_of(64) {
-        return body;
-    }
-    let mut copy = MutableBuffer::with_capacity(body.len());
-    copy.extend_from_slice(body.as_slice());
-    copy.into()
 }

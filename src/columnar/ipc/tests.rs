@@ -244,3 +244,80 @@ fn a_batch_before_its_schema_is_refused() {
         "a record batch or dictionary came before any schema"
     );
 }
+
+/// `bytes` at `shift` bytes past a 64-byte boundary, as a gRPC frame may leave a body.
+fn body_at(bytes: &[u8], shift: usize) -> Buffer {
+    let mut padded = MutableBuffer::with_capacity(shift + bytes.len());
+    padded.extend_from_slice(&vec![0xEEu8; shift]);
+    padded.extend_from_slice(bytes);
+    Buffer::from(padded).slice_with_length(shift, bytes.len())
+}
+
+/// Whether `array`'s buffer `index` lies within `body` (read where it lies) or was copied.
+fn lies_in(array: &ArrayRef, index: usize, body: &Buffer) -> bool {
+    let data = array.to_data();
+    let at = data.buffers()[index].as_ptr() as usize;
+    let start = body.as_ptr() as usize;
+    (start..start + body.len()).contains(&at)
+}
+
+#[test]
+fn a_body_is_read_where_it_lies_and_only_the_buffers_misaligned_for_their_type_are_copied() {
+    let batch = RecordBatch::try_from_iter([
+        ("n", Arc::new(UInt64Array::from(vec![Some(7), None, Some(1 << 40)])) as ArrayRef),
+        ("id", Arc::new(StringArray::from(vec![Some("a"), None, Some("ccc")])) as ArrayRef),
+    ])
+    .unwrap();
+    let mut messages = written(&batch, &IpcWriteOptions::default());
+    let (header, body) = messages.pop().unwrap();
+    // The buffers as arrow's writer lays them out: n's validity and values, then id's
+    // validity, offsets and values, each padded to 64 bytes.
+    let values = 3 * 8;
+    let offsets = 4 * 4;
+    for shift in 0..64 {
+        let mut reader = reader(&batch.schema());
+        let at = body_at(&body, shift);
+        let claim = reader.check(&header, &at).unwrap();
+        let copied = match (shift % 8, shift % 4) {
+            (0, _) => 0,
+            (_, 0) => values,
+            _ => values + offsets,
+        };
+        assert_eq!(claim, Claim { bytes: body.len() + copied, rows: 3, held: 0 }, "shift {shift}");
+        let decoded = reader.read(&header, at.clone()).unwrap_or_else(|err| panic!("shift {shift}: {err}"));
+        let Decoded::Batch(read) = decoded else { panic!("a batch") };
+        assert_eq!(read, batch, "shift {shift}");
+        assert_eq!(lies_in(read.column(0), 0, &at), shift % 8 == 0, "n's values, shift {shift}");
+        assert_eq!(lies_in(read.column(1), 0, &at), shift % 4 == 0, "id's offsets, shift {shift}");
+        // Bytes need no alignment: the string values are read where they lie at any shift.
+        assert!(lies_in(read.column(1), 1, &at), "id's values, shift {shift}");
+    }
+}
+
+#[test]
+fn a_dictionary_and_compressed_buffers_at_odd_offsets_read_back_as_written() {
+    let mut dictionary =
+        arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
+    dictionary.extend([Some("25??"), None, Some("11"), Some("25??")]);
+    let batch = RecordBatch::try_from_iter([
+        ("num", Arc::new(dictionary.finish()) as ArrayRef),
+        ("n", Arc::new(UInt64Array::from(vec![Some(1), Some(2), None, Some(u64::MAX)])) as ArrayRef),
+    ])
+    .unwrap();
+    for compression in [None, Some(CompressionType::LZ4_FRAME), Some(CompressionType::ZSTD)] {
+        let options = IpcWriteOptions::default().try_with_compression(compression).unwrap();
+        for shift in [1, 3, 4, 8, 13, 63] {
+            let mut reader = reader(&batch.schema());
+            let mut last = None;
+            for (header, body) in written(&batch, &options) {
+                let at = body_at(&body, shift);
+                let claim = reader.check(&header, &at).unwrap();
+                assert!(claim.bytes >= body.len(), "{compression:?} shift {shift}: {claim:?}");
+                if let Decoded::Batch(read) = reader.read(&header, at).unwrap() {
+                    last = Some(read);
+                }
+            }
+            assert_eq!(last.as_ref(), Some(&batch), "{compression:?} shift {shift}");
+        }
+    }
+}

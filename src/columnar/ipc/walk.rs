@@ -358,10 +358,11 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// Counts a buffer arrow-ipc copies because it is not aligned for its type (the body
-    /// itself is 64-byte aligned before it is decoded).
+    /// Counts a buffer arrow-ipc copies because it is not aligned for its type where it
+    /// lies: at `start` of the body as it is decoded, at whatever address that is.
     fn copy_if_misaligned(&mut self, start: usize, size: usize, align: usize) {
-        if size > 0 && !start.is_multiple_of(align.max(1)) {
+        let address = (self.body.as_ptr() as usize).wrapping_add(start);
+        if size > 0 && !address.is_multiple_of(align.max(1)) {
             self.copied += size as u128;
         }
     }
