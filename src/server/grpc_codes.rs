@@ -31,7 +31,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use http_body::Frame;
 use tonic::body::Body;
-use tonic::Status;
+use tonic::{Code, Status};
 
 use super::panics::{panicked, PANICKED};
 use crate::convert::caller_fault;
@@ -125,10 +125,15 @@ impl Deadline {
     }
 }
 
+/// The headers every call's path reads, as names made once: a name given as text is
+/// parsed on every lookup (about 160 instructions each).
+const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
 /// A call's `grpc-timeout` (gRPC's HTTP/2 protocol: at most 8 digits and a unit); `None`
 /// when absent or malformed, as tonic reads it.
 fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get("grpc-timeout")?.as_bytes();
+    let value = headers.get(&GRPC_TIMEOUT)?.as_bytes();
     let (&unit, digits) = value.split_last()?;
     if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -152,9 +157,22 @@ fn caller_faults(mut response: http::Response<Body>) -> http::Response<Body> {
     response
 }
 
+/// Whether `headers` carry a status that [`caller_fault`] may rewrite (OUT_OF_RANGE or
+/// INTERNAL), read from `grpc-status` alone: every call's trailers come here, and
+/// parsing the whole status (its message decoded, its headers copied) cost each call
+/// about 1,500 instructions (docs/performance.md, "The unary guard's instructions").
+fn may_rewrite(headers: &http::HeaderMap) -> bool {
+    let Some(code) = headers.get(&GRPC_STATUS) else { return false };
+    let code = std::str::from_utf8(code.as_bytes()).ok().and_then(|code| code.parse::<i32>().ok());
+    code.map(Code::from_i32).is_some_and(|code| matches!(code, Code::OutOfRange | Code::Internal))
+}
+
 /// Rewrites the status in `headers` (a trailers-only response's headers, or trailers) as
 /// [`caller_fault`] has it; other headers and statuses stay as they are.
 fn rewrite(headers: &mut http::HeaderMap) {
+    if !may_rewrite(headers) {
+        return;
+    }
     let Some(status) = Status::from_header_map(headers) else { return };
     let code = status.code();
     let rewritten = caller_fault(status);
@@ -464,6 +482,37 @@ mod tests {
         assert_eq!(collected.to_bytes(), Bytes::from_static(b"\0\0\0\0\0"));
         let status = Status::from_header_map(&trailers).unwrap();
         assert_eq!((status.code(), status.message()), (Code::Internal, PANICKED));
+    }
+
+    #[test]
+    fn only_the_statuses_caller_fault_rewrites_are_parsed_and_rewritten() {
+        let trailers = |code: Code, message: &str| {
+            let mut headers = http::HeaderMap::new();
+            Status::new(code, message).add_header(&mut headers).unwrap();
+            headers
+        };
+        let decode = "failed to decode Protobuf message: invalid wire type";
+        for code in [Code::OutOfRange, Code::Internal] {
+            assert!(may_rewrite(&trailers(code, "")), "{code:?}");
+        }
+        let mut internal = trailers(Code::Internal, decode);
+        rewrite(&mut internal);
+        let status = Status::from_header_map(&internal).unwrap();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(status.message(), "the request message does not decode: invalid wire type");
+        for code in [Code::Ok, Code::InvalidArgument, Code::Unavailable] {
+            let mut headers = trailers(code, decode);
+            let before = headers.clone();
+            assert!(!may_rewrite(&headers), "{code:?}");
+            rewrite(&mut headers);
+            assert_eq!(headers, before, "{code:?} stays as it is");
+        }
+        for bad in ["", "x", "99999999999", "13 "] {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-status", http::HeaderValue::from_str(bad).unwrap());
+            assert!(!may_rewrite(&headers), "{bad:?}");
+        }
+        assert!(!may_rewrite(&http::HeaderMap::new()));
     }
 
     #[test]

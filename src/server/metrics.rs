@@ -99,7 +99,7 @@ struct Inner {
     received: Family<MethodLabels, Counter>,
     problems: Family<ProblemLabels, Counter>,
     /// Each known method's series, by path; `unknown` for any other path.
-    methods: HashMap<&'static str, Arc<MethodMetrics>>,
+    methods: MethodMap<&'static str, Arc<MethodMetrics>>,
     unknown: Arc<MethodMetrics>,
     connections: Counter,
     connections_open: Gauge,
@@ -339,11 +339,17 @@ pub(super) fn method_of(path: &str) -> MethodLabels {
     *known_methods().get(path).unwrap_or(&UNKNOWN_METHOD)
 }
 
+/// A map by method path, looked up twice a call. Its keys are this server's own
+/// methods, fixed at start, so a caller's path is only ever looked up in it: foldhash
+/// rather than SipHash, which cost a call about 300 instructions a lookup
+/// (docs/performance.md, "The unary guard's instructions").
+type MethodMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The RPCs this server knows, by path, from the descriptor sets of its services and
 /// Flight's list of methods; built once a process (the names are leaked once, to be
 /// `'static` labels).
-fn known_methods() -> &'static HashMap<String, MethodLabels> {
-    static KNOWN: OnceLock<HashMap<String, MethodLabels>> = OnceLock::new();
+fn known_methods() -> &'static MethodMap<String, MethodLabels> {
+    static KNOWN: OnceLock<MethodMap<String, MethodLabels>> = OnceLock::new();
     KNOWN.get_or_init(|| {
         let sets = [
             pb::FILE_DESCRIPTOR_SET,
@@ -351,7 +357,7 @@ fn known_methods() -> &'static HashMap<String, MethodLabels> {
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
         ];
-        let mut known = HashMap::new();
+        let mut known = MethodMap::default();
         for set in sets {
             // The sets are compiled in; one that does not decode contributes nothing.
             let Ok(set) = prost_types::FileDescriptorSet::decode(set) else { continue };

@@ -32,7 +32,8 @@
 //! Nothing here queues: a refusal is immediate, and a waiter is woken whenever anything
 //! is given back and tries again, so a small request never waits behind a large one.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
@@ -125,17 +126,25 @@ struct Entry {
     holder: Arc<dyn Holder>,
 }
 
-/// One client's holdings.
+/// One client's holdings, by their ids (given in order, so a B-tree appends them; no
+/// hashing on every call's take and give-back).
 #[derive(Debug, Default)]
 struct ClientHoldings {
     held: usize,
-    entries: HashMap<u64, Entry>,
+    entries: BTreeMap<u64, Entry>,
 }
+
+/// The books' hasher: a client is looked up on every take and give-back, where SipHash
+/// cost a call about 300 instructions a lookup (docs/performance.md, "The unary guard's
+/// instructions"). foldhash's quality variant is seeded at random per process, so a
+/// client cannot aim addresses at one bucket; the books hold at most one entry a client
+/// with something held.
+type ClientMap = HashMap<Client, ClientHoldings, foldhash::quality::RandomState>;
 
 #[derive(Debug, Default)]
 struct Holdings {
     total: usize,
-    clients: HashMap<Client, ClientHoldings>,
+    clients: ClientMap,
     next_entry: u64,
     waiters: Vec<Waker>,
     /// Whether the total was last found above the high [`PressureMarks`].
@@ -171,12 +180,12 @@ impl Holdings {
 
     /// Removes a holding from the books; false if it was taken back already.
     fn remove(&mut self, client: Client, id: u64) -> bool {
-        let Some(holdings) = self.clients.get_mut(&client) else { return false };
-        let Some(entry) = holdings.entries.remove(&id) else { return false };
-        holdings.held -= entry.amount;
+        let Slot::Occupied(mut holdings) = self.clients.entry(client) else { return false };
+        let Some(entry) = holdings.get_mut().entries.remove(&id) else { return false };
+        holdings.get_mut().held -= entry.amount;
         self.total -= entry.amount;
-        if holdings.held == 0 {
-            self.clients.remove(&client);
+        if holdings.get().held == 0 {
+            holdings.remove();
         }
         true
     }
