@@ -13,11 +13,14 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 target="${CARGO_TARGET_DIR:-$root/target}"
 if [[ -z ${SERVER_BIN:-} || -z ${BARE_BIN:-} ]]; then
-    echo "floor.sh: building the release server and examples/bare_server.rs" >&2
-    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin gamesolver-server --example bare_server
+    # The dist profile (fat LTO), as every figure is measured: a release build has no LTO,
+    # and set against a build that had it, it looked 17% dearer a call (docs/performance.md,
+    # "The unary guard, counted").
+    echo "floor.sh: building the server and examples/bare_server.rs (dist profile)" >&2
+    cargo build --profile dist --quiet --manifest-path "$root/Cargo.toml" --bin gamesolver-server --example bare_server
 fi
 ghz=$("$root/bench/ghz-install.sh")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores shared by ghz and the servers; ghz $("$root/bench/ghz-install.sh" --version)"
-exec python3 "$root/bench/floor.py" --server-bin "${SERVER_BIN:-$target/release/gamesolver-server}" \
-    --bare-bin "${BARE_BIN:-$target/release/examples/bare_server}" --ghz "$ghz" \
+exec python3 "$root/bench/floor.py" --server-bin "${SERVER_BIN:-$target/dist/gamesolver-server}" \
+    --bare-bin "${BARE_BIN:-$target/dist/examples/bare_server}" --ghz "$ghz" \
     --health-data "$root/bench/data/health.json" "$@"
