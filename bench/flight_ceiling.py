@@ -7,9 +7,9 @@ nothing, for bench/flight.py's `ceiling` path.
 It serves DoExchange on 127.0.0.1 (a free port, printed as `listening on ADDR`, as the
 gamesolver server prints it) and answers each batch of Stone Game IV problems with a batch
 of the answer's shape and bytes as gamesolver's door writes it (`game` "stone_game_iv" a
-row, `alice_wins`, `move_take` valid where Alice wins, the two error columns all null),
+row, a dictionary key, `alice_wins`, `move_take` valid where Alice wins, the two error columns all null),
 made once a batch length and sent again: so the transport alone, both ends pyarrow's C++.
-With --echo it sends each problem batch back as it came (8 bytes a row, not ~34). It runs
+With --echo it sends each problem batch back as it came (8 bytes a row, not ~17). It runs
 until SIGTERM.
 """
 import argparse
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 ANSWER_SCHEMA = pa.schema([
-    ("game", pa.string()),
+    ("game", pa.dictionary(pa.int8(), pa.string())),
     ("alice_wins", pa.bool_()),
     ("move_take", pa.uint64()),
     ("error_reason", pa.string()),
@@ -30,7 +30,8 @@ ANSWER_SCHEMA = pa.schema([
 def answer(rows):
     """A batch of `rows` answers in the door's shape: Alice wins every third row."""
     wins = np.arange(rows) % 3 != 0
-    game = pa.array(np.full(rows, "stone_game_iv", dtype=object), pa.string())
+    labels = pa.array(["sum_game", "stone_game_ix", "stone_game_iv", "nim_square"])
+    game = pa.DictionaryArray.from_arrays(pa.array(np.full(rows, 2, dtype=np.int8)), labels)
     nulls = pa.nulls(rows, pa.string())
     return pa.record_batch([
         game,

@@ -804,7 +804,11 @@ impl FlightService for Liar {
         let liar = self.clone();
         let batches = FlightRecordBatchStream::new_from_flight_data(data.map_err(Into::into))
             .map_ok(move |batch| liar.answer(descriptor, batch));
-        let answers = FlightDataEncoderBuilder::new().with_max_flight_data_size(usize::MAX).build(batches);
+        // Dictionaries sent as they are (the `game` column), as the server sends them.
+        let answers = FlightDataEncoderBuilder::new()
+            .with_max_flight_data_size(usize::MAX)
+            .with_dictionary_handling(arrow_flight::encode::DictionaryHandling::Resend)
+            .build(batches);
         Ok(Response::new(answers.map_err(|e| Status::internal(e.to_string())).boxed()))
     }
 }

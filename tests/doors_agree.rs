@@ -68,7 +68,9 @@ async fn flight(server: &TestServer, kind: GameKind, column: ArrayRef) -> Fault 
         .build(futures::stream::iter([Ok(batch)]));
     let answers: Vec<RecordBatch> = client.do_exchange(messages).await.unwrap().try_collect().await.unwrap();
     let text = |name: &str| {
+        // `game` is a dictionary: read as text.
         let column = answers[0].column_by_name(name).unwrap();
+        let column = arrow_cast::cast(column, &arrow_schema::DataType::Utf8).unwrap();
         column.as_any().downcast_ref::<StringArray>().unwrap().value(0).to_owned()
     };
     let reason = Reason::parse(&text(ERROR_REASON)).expect("a reason the registry knows");

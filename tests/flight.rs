@@ -1178,6 +1178,52 @@ fn generated(batches: &[RecordBatch]) -> Vec<FlightData> {
     messages
 }
 
+/// A batch of one `uint64` column `name` of `rows` rows.
+fn column_of(name: &str, rows: u64) -> RecordBatch {
+    let column: ArrayRef = Arc::new(UInt64Array::from_iter_values(0..rows));
+    RecordBatch::try_from_iter([(name, column)]).unwrap()
+}
+
+#[test]
+fn the_messages_are_arrows_generators_byte_for_byte_their_bodies_in_the_arrays_own_buffers() {
+    let mut dictionary =
+        arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
+    dictionary.extend([Some("25??"), None, Some("11")]);
+    let with_dictionary = RecordBatch::try_from_iter([
+        ("id", Arc::new(dictionary.finish()) as ArrayRef),
+        ("n", Arc::new(UInt64Array::from(vec![Some(1), None, Some(3)])) as ArrayRef),
+    ])
+    .unwrap();
+    let nulls = RecordBatch::try_from_iter([
+        ("n", Arc::new(UInt64Array::from_iter_values(0..1000)) as ArrayRef),
+        ("error", Arc::new(StringArray::new_null(1000)) as ArrayRef),
+    ])
+    .unwrap();
+    let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "bb", "ccc", "dddd"]));
+    let sliced = RecordBatch::try_from_iter([("id", ids)]).unwrap().slice(1, 3);
+    let sent = [
+        column_of("n", 100_000),
+        column_of("n", 0),
+        nulls.clone(),
+        nulls.slice(10, 500),
+        with_dictionary.clone(),
+        with_dictionary,
+        sliced,
+        column_of("n", 3),
+    ];
+    let mut encoder = gamesolver::columnar::BatchEncoder::default();
+    let mut messages = Vec::new();
+    for batch in &sent {
+        messages.extend(encoder.messages(batch).unwrap());
+    }
+    // The values of the first batch's `n` are sent from where they lie.
+    let values = sent[0].column(0).to_data().buffers()[0].clone();
+    assert!(messages[1].body.iter().any(|piece| piece.as_ptr() == values.as_ptr()));
+    let messages: Vec<FlightData> =
+        messages.into_iter().map(gamesolver::columnar::FlightMessage::into_flight_data).collect();
+    assert_eq!(messages, generated(&sent));
+}
+
 #[tokio::test]
 async fn answers_on_the_wire_are_arrows_messages_byte_for_byte_compressed_or_not() {
     use tonic::codec::CompressionEncoding;

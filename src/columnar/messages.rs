@@ -130,7 +130,7 @@ fn split_stream(pieces: Vec<Buffer>) -> Result<Vec<FlightMessage>, ArrowError> {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{Array, ArrayRef, StringArray, UInt64Array};
+    use arrow_array::{ArrayRef, StringArray, UInt64Array};
     use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
     use futures::TryStreamExt;
 
@@ -167,72 +167,5 @@ mod tests {
                 .await
                 .unwrap();
         assert_eq!(decoded, sent);
-    }
-
-    /// The messages arrow-ipc's `IpcDataGenerator` made of `batches` (as this encoder did
-    /// before it wrote bodies in pieces): schema (first, and when it changes), then each
-    /// batch's dictionaries and itself.
-    fn generated(batches: &[RecordBatch]) -> Vec<FlightData> {
-        use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-        let (generator, options) = (IpcDataGenerator::default(), IpcWriteOptions::default());
-        let mut context = IpcWriteContext::default();
-        let mut tracker = DictionaryTracker::new(false);
-        let mut schema = None;
-        let mut messages = Vec::new();
-        for batch in batches {
-            if schema.as_ref() != Some(batch.schema_ref()) {
-                tracker = DictionaryTracker::new(false);
-                let encoded = generator.schema_to_bytes_with_dictionary_tracker(
-                    batch.schema_ref(),
-                    &mut tracker,
-                    &options,
-                );
-                messages.push(FlightData::from(encoded));
-                schema = Some(batch.schema());
-            }
-            let (dictionaries, data) = generator.encode(batch, &mut tracker, &options, &mut context).unwrap();
-            messages.extend(dictionaries.into_iter().map(FlightData::from));
-            messages.push(FlightData::from(data));
-        }
-        messages
-    }
-
-    #[test]
-    fn the_messages_are_arrows_generators_byte_for_byte_their_bodies_in_the_arrays_own_buffers() {
-        let mut dictionary =
-            arrow_array::builder::StringDictionaryBuilder::<arrow_array::types::Int32Type>::new();
-        dictionary.extend([Some("25??"), None, Some("11")]);
-        let with_dictionary = RecordBatch::try_from_iter([
-            ("id", Arc::new(dictionary.finish()) as ArrayRef),
-            ("n", Arc::new(UInt64Array::from(vec![Some(1), None, Some(3)])) as ArrayRef),
-        ])
-        .unwrap();
-        let nulls = RecordBatch::try_from_iter([
-            ("n", Arc::new(UInt64Array::from_iter_values(0..1000)) as ArrayRef),
-            ("error", Arc::new(StringArray::new_null(1000)) as ArrayRef),
-        ])
-        .unwrap();
-        let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "bb", "ccc", "dddd"]));
-        let sliced = RecordBatch::try_from_iter([("id", ids)]).unwrap().slice(1, 3);
-        let sent = [
-            batch("n", 100_000),
-            batch("n", 0),
-            nulls.clone(),
-            nulls.slice(10, 500),
-            with_dictionary.clone(),
-            with_dictionary,
-            sliced,
-            batch("n", 3),
-        ];
-        let mut encoder = BatchEncoder::default();
-        let mut messages = Vec::new();
-        for batch in &sent {
-            messages.extend(encoder.messages(batch).unwrap());
-        }
-        // The values of the first batch's `n` are sent from where they lie.
-        let values = sent[0].column(0).to_data().buffers()[0].clone();
-        assert!(messages[1].body.iter().any(|piece| piece.as_ptr() == values.as_ptr()));
-        let messages: Vec<FlightData> = messages.into_iter().map(FlightMessage::into_flight_data).collect();
-        assert_eq!(messages, generated(&sent));
     }
 }

@@ -37,7 +37,7 @@ pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::{BatchEncoder, FlightMessage};
 pub(crate) use numbers::quoted;
 pub use numbers::{decimal_count, float_count, text_count, NotACount};
-pub use output::{game_column, solutions, AnswerColumns, Solutions};
+pub use output::{game_column, game_labels, one_game_column, solutions, AnswerColumns, Solutions};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";
@@ -302,13 +302,21 @@ pub const fn answer_row_bytes(strings: usize) -> usize {
     AnswerColumn::ALL.len() * 8 + strings * 4
 }
 
+/// The type of the `game` column: a dictionary of every game's label (in
+/// [`GameKind::ALL`]'s order, the same in every batch), one byte a row. As text it was 17
+/// bytes a row, more than the rest of a Stone Game IV answer, and half of what the Flight
+/// door sent (docs/performance.md, "The game column as a dictionary").
+pub fn game_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8))
+}
+
 /// The schema of a table of `games` solutions: `id` as the problems' `id` field (when
 /// they have one), `game`, `alice_wins`, the answer columns `games` fill, then the error
 /// columns; every column nullable.
 pub fn output_schema(games: Games, id: Option<&Field>) -> Schema {
     let mut fields: Vec<Field> =
         id.map(|id| Field::new(ID, id.data_type().clone(), true)).into_iter().collect();
-    fields.push(Field::new(GAME, DataType::Utf8, true));
+    fields.push(Field::new(GAME, game_type(), true));
     fields.push(Field::new(ALICE_WINS, DataType::Boolean, true));
     fields.extend(AnswerColumn::of(games).map(|column| Field::new(column.name(), column.data_type(), true)));
     fields.push(Field::new(ERROR_REASON, DataType::Utf8, true));

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::types::{UInt32Type, UInt64Type};
-use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, Int8Array, PrimitiveArray, RecordBatch,
+    StringArray,
+};
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
@@ -29,24 +32,31 @@ pub fn solutions(
 }
 
 /// The `game` column of rows whose games are `kinds` (`None`: no game, or several): each
-/// game's label, as descriptors name it.
+/// game's label, as descriptors name it, as a key into [`game_labels`].
 pub fn game_column(kinds: impl IntoIterator<Item = Option<GameKind>>) -> ArrayRef {
-    let kinds = kinds.into_iter();
-    const LONGEST: usize = {
-        let (mut at, mut most) = (0, 0);
-        while at < GameKind::ALL.len() {
-            let len = GameKind::ALL[at].label().len();
-            most = if len > most { len } else { most };
-            at += 1;
-        }
-        most
-    };
-    let rows = kinds.size_hint().0;
-    let mut column = StringBuilder::with_capacity(rows, rows * LONGEST);
-    for kind in kinds {
-        column.append_option(kind.map(GameKind::label));
-    }
-    Arc::new(column.finish())
+    let keys: Int8Array = kinds.into_iter().map(|kind| kind.map(game_key)).collect();
+    Arc::new(DictionaryArray::new(keys, game_labels()))
+}
+
+/// The `game` column of `rows` rows of `kind`: its key repeated, written at once.
+pub fn one_game_column(kind: GameKind, rows: usize) -> ArrayRef {
+    let keys = Int8Array::new(vec![game_key(kind); rows].into(), None);
+    Arc::new(DictionaryArray::new(keys, game_labels()))
+}
+
+/// A game's key in the `game` column: its place in [`GameKind::ALL`].
+fn game_key(kind: GameKind) -> i8 {
+    const { assert!(GameKind::ALL.len() <= i8::MAX as usize, "a game's key is an i8") };
+    kind.index() as i8
+}
+
+/// The values of every `game` column: the games' labels, made once, so that every batch
+/// of an exchange has the same dictionary (sent once in an Arrow IPC stream).
+pub fn game_labels() -> ArrayRef {
+    static LABELS: std::sync::OnceLock<ArrayRef> = std::sync::OnceLock::new();
+    let labels =
+        LABELS.get_or_init(|| Arc::new(StringArray::from_iter_values(GameKind::ALL.map(GameKind::label))));
+    Arc::clone(labels)
 }
 
 /// A table of solutions being built from a batch's results, a run of results at a time,
@@ -370,7 +380,8 @@ mod tests {
         let batch = solutions(Games::Mixed, &results, Some((&id, ids.clone())), game_column(kinds)).unwrap();
         assert_eq!(batch.schema().as_ref(), &output_schema(Games::Mixed, Some(&id)));
         assert_eq!(batch.column(0), &ids);
-        let games: Vec<_> = batch.column_by_name("game").unwrap().as_string::<i32>().iter().collect();
+        let games = arrow_cast::cast(batch.column_by_name("game").unwrap(), &DataType::Utf8).unwrap();
+        let games: Vec<_> = games.as_string::<i32>().iter().collect();
         let labels = ["sum_game", "stone_game_ix", "stone_game_iv", "nim_square", "stone_game_iv"];
         assert_eq!(games, labels.map(Some).into_iter().chain([None]).collect::<Vec<_>>());
         let u64s = |name| {

@@ -61,12 +61,15 @@ def answered(metrics: str) -> int:
 
 
 def signed(table: pa.Table) -> pa.Table:
-    """The answers with signed integers and in id order, as both sides can be compared."""
+    """The answers with signed integers, the game as text and in id order, as both sides can
+    be compared."""
     columns = {}
     for field in table.schema:
         column = table.column(field.name)
         if pa.types.is_unsigned_integer(field.type):
             column = column.cast(pa.int64() if field.type.bit_width == 64 else pa.int32())
+        elif pa.types.is_dictionary(field.type):
+            column = column.cast(field.type.value_type)
         columns[field.name] = column
     table = pa.table(columns)
     return table.sort_by("id").combine_chunks()

@@ -14,7 +14,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, BooleanArray, PrimitiveArray, RecordBatch, StringArray};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
-use arrow_schema::{ArrowError, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 use tonic::Code;
 
 use super::csv::INVALID_CELL;
@@ -146,8 +146,12 @@ pub fn write_json_lines(
     let column = |name: &str| rows.column_by_name(name);
     let alice_wins = column(ALICE_WINS).map(|c| c.as_boolean().clone());
     let answers = AnswerReader::new(rows);
-    let strings = |name| column(name).map(|c| c.as_string::<i32>().clone());
-    let (reasons, messages, games) = (strings(ERROR_REASON), strings(ERROR_MESSAGE), strings(GAME));
+    // The game column is a dictionary: read as text, once a batch.
+    let strings = |name| -> Result<_, ArrowError> {
+        let column = column(name).map(|c| arrow_cast::cast(c, &DataType::Utf8)).transpose()?;
+        Ok(column.map(|c| c.as_string::<i32>().clone()))
+    };
+    let (reasons, messages, games) = (strings(ERROR_REASON)?, strings(ERROR_MESSAGE)?, strings(GAME)?);
     let mut overrides = overrides.iter().peekable();
     let mut id = String::new();
     for row in 0..rows.num_rows() {
@@ -273,7 +277,7 @@ impl<'a> Ids<'a> {
 pub struct SolutionRows {
     schema: SchemaRef,
     id: StringBuilder,
-    game: StringBuilder,
+    game: Vec<Option<GameKind>>,
     alice_wins: BooleanBuilder,
     answers: AnswerColumns,
     reason: StringBuilder,
@@ -286,7 +290,7 @@ impl SolutionRows {
         SolutionRows {
             schema,
             id: StringBuilder::new(),
-            game: StringBuilder::new(),
+            game: Vec::new(),
             alice_wins: BooleanBuilder::new(),
             answers: AnswerColumns::new(Games::Mixed, 0),
             reason: StringBuilder::new(),
@@ -298,7 +302,7 @@ impl SolutionRows {
     /// not a problem), as the next row.
     pub fn push(&mut self, solution: &pb::Solution, game: Option<GameKind>) {
         self.id.append_value(&solution.id);
-        self.game.append_option(game.map(GameKind::label));
+        self.game.push(game);
         self.alice_wins.append_option(solution.error.is_none().then_some(solution.alice_wins));
         let game_move =
             solution.winning_move.as_ref().and_then(|m| m.game.as_ref()).map(convert::move_values);
@@ -311,7 +315,7 @@ impl SolutionRows {
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.id.finish()),
-            Arc::new(self.game.finish()),
+            crate::columnar::game_column(self.game.drain(..)),
             Arc::new(self.alice_wins.finish()),
         ];
         columns.extend(self.answers.finish());
@@ -327,7 +331,7 @@ mod tests {
     use crate::client::table::columns::output_schema;
     use crate::columnar::Games;
     use arrow_array::{Int32Array, UInt64Array};
-    use arrow_schema::{DataType, Field};
+    use arrow_schema::Field;
 
     fn samples() -> Vec<pb::Solution> {
         use pb::r#move::Game as M;
@@ -388,7 +392,8 @@ mod tests {
         }
         let table = rows.finish().unwrap();
         assert_eq!(table.num_rows(), 7);
-        let games: Vec<_> = table.column_by_name("game").unwrap().as_string::<i32>().iter().collect();
+        let games = arrow_cast::cast(table.column_by_name("game").unwrap(), &DataType::Utf8).unwrap();
+        let games: Vec<_> = games.as_string::<i32>().iter().collect();
         assert_eq!(
             games[..4],
             [Some("sum_game"), Some("stone_game_ix"), Some("stone_game_iv"), Some("nim_square")]
@@ -466,7 +471,8 @@ mod tests {
         let rows = output_rows(&output, &request(Arc::clone(&ids)), &[], &answer(ids, 3)).unwrap();
         let rows = override_rows(&rows, &[(1, bad)]).unwrap();
         assert_eq!(rows.schema().field(0).name(), "key");
-        let games: Vec<_> = rows.column(1).as_string::<i32>().iter().collect();
+        let games = arrow_cast::cast(rows.column(1), &DataType::Utf8).unwrap();
+        let games: Vec<_> = games.as_string::<i32>().iter().collect();
         assert_eq!(games, [Some("stone_game_iv"); 3], "the row's game stays");
         let wins: Vec<_> = rows.column(2).as_boolean().iter().collect();
         assert_eq!(wins, [Some(true), None, Some(true)]);

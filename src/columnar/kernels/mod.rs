@@ -17,14 +17,15 @@ mod stone_game_iv;
 
 use std::sync::Arc;
 
-use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
-use arrow_buffer::{Buffer, OffsetBuffer};
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType};
 use arrow_select::interleave::interleave;
 
 use self::answers::Answers;
 use self::counts::{Counts, Lists};
-use super::{id_column, output_schema, solutions, BatchProblems, ColumnError, Descriptor, Games};
+use super::{
+    id_column, one_game_column, output_schema, solutions, BatchProblems, ColumnError, Descriptor, Games,
+};
 use crate::games::{ColumnKernel, GameKind, Outcome, Tables};
 use crate::problem::ProblemError;
 
@@ -237,13 +238,6 @@ fn without_empty_nulls(array: ArrayRef) -> ArrayRef {
         }
         _ => array,
     }
-}
-
-/// The `game` column of `rows` rows of `kind`: its label repeated, written at once.
-fn one_game_column(kind: GameKind, rows: usize) -> ArrayRef {
-    let label = kind.label().as_bytes();
-    let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(label.len(), rows));
-    Arc::new(StringArray::new(offsets, Buffer::from_vec(label.repeat(rows)), None))
 }
 
 /// `batch`'s table of solutions of `descriptor` by the kernels, the rows they leave

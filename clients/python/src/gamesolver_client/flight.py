@@ -79,11 +79,15 @@ def _location(server: str) -> str:
 
 
 def _signed(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Unsigned answer columns as signed ones, for engines without unsigned types (Spark)."""
+    """Unsigned answer columns as signed ones, and the ``game`` dictionary as text, for
+    engines without unsigned or dictionary types (Spark)."""
     arrays, fields = [], []
     for field, array in zip(batch.schema, batch.columns):
         if pa.types.is_unsigned_integer(field.type):
             target = pa.int64() if field.type.bit_width == 64 else pa.int32()
+            array, field = array.cast(target), pa.field(field.name, target, field.nullable)
+        elif pa.types.is_dictionary(field.type):
+            target = field.type.value_type
             array, field = array.cast(target), pa.field(field.name, target, field.nullable)
         arrays.append(array)
         fields.append(field)
@@ -243,7 +247,8 @@ def solve_batches(
     given up on after ``connect_deadline`` seconds from its first try (default
     :data:`CONNECT_DEADLINE`, 5 s, as ``gamesolver-client --connect-deadline``; ``None``:
     ``retry_for``). ``timeout`` bounds each call, in seconds. ``signed`` casts
-    unsigned answer columns to signed ones (Spark has no unsigned types).
+    unsigned answer columns to signed ones and the ``game`` dictionary to text (Spark has
+    neither unsigned nor dictionary types).
     ``tls_root_certs``, ``cert_chain`` and ``private_key`` are PEM bytes for ``https://``
     servers (a private CA; mutual TLS).
     """
