@@ -326,7 +326,7 @@ impl<W: Write + Send> CopyingWriter<W> {
             let group_rows = group.num_rows() as usize;
             let take = (group_rows - self.filled).min(rows.num_rows() - at);
             let (plan, leaves, writers) = (&self.plan, &self.leaves, &mut self.writers);
-            super::write::write_aligned(&mut self.carry, &plan.rows, rows.slice(at, take), |piece| {
+            super::aligned::write_aligned(&mut self.carry, &plan.rows, rows.slice(at, take), |piece| {
                 encode(plan, leaves, writers, piece)
             })?;
             self.filled += take;

@@ -7,9 +7,11 @@
 //! checks every message with the Flight door's reader); `csv` parses the text cells of a
 //! CSV, whose records `csv_records` bounds in length; `fingerprint` proves what rows an
 //! output answers; `answers` checks a server's answer and turns answers into output rows
-//! or JSON lines; `write` writes any output format as it goes and reads back what a
-//! cut-off run left; `resume` continues a cut-off output.
+//! or JSON lines; `write` writes any output format as it goes (Parquet in pieces aligned
+//! to its write batch, `aligned`; with kept columns copied from a Parquet input, `copy`)
+//! and reads back what a cut-off run left; `resume` continues a cut-off output.
 
+pub(crate) mod aligned;
 pub(crate) mod answers;
 pub(crate) mod columns;
 pub(crate) mod copy;

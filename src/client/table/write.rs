@@ -35,6 +35,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
+use super::aligned::{write_aligned, WRITE_BATCH_ROWS};
 use super::answers::{override_rows, write_json_lines};
 use super::copy::{CopyPlan, CopyingWriter};
 use super::csv;
@@ -45,10 +46,6 @@ use crate::pb;
 /// Rows of a Parquet row group, by default: large enough for readers to scan well, small
 /// enough that the group being encoded stays a few megabytes.
 pub const ROW_GROUP_ROWS: usize = 1 << 17;
-
-/// The Parquet encoder's write batch; rows are handed to it in pieces that start on its
-/// multiples, which makes the file independent of how the rows came in.
-const WRITE_BATCH_ROWS: usize = 1024;
 
 /// The magic that starts an Arrow IPC file; zeros pad it to the stream it holds.
 const IPC_FILE_MAGIC: &[u8] = b"ARROW1";
@@ -298,35 +295,6 @@ impl TableWriter {
             Inner::Csv(_) | Inner::Jsonl { .. } => self.durable(),
         }
     }
-}
-
-/// Hands `rows` to `encode` (a Parquet encoder) in pieces that start on multiples of its
-/// write batch, keeping a short tail in `carry` for the next rows.
-pub(super) fn write_aligned(
-    carry: &mut Option<RecordBatch>,
-    schema: &SchemaRef,
-    rows: RecordBatch,
-    mut encode: impl FnMut(&RecordBatch) -> Result<(), ArrowError>,
-) -> Result<(), ArrowError> {
-    let mut rest = rows;
-    if let Some(head) = carry.take() {
-        let need = (WRITE_BATCH_ROWS - head.num_rows()).min(rest.num_rows());
-        let joined = arrow_select::concat::concat_batches(schema, [&head, &rest.slice(0, need)])?;
-        rest = rest.slice(need, rest.num_rows() - need);
-        if joined.num_rows() < WRITE_BATCH_ROWS {
-            *carry = Some(joined);
-            return Ok(());
-        }
-        encode(&joined)?;
-    }
-    let aligned = rest.num_rows() / WRITE_BATCH_ROWS * WRITE_BATCH_ROWS;
-    if aligned > 0 {
-        encode(&rest.slice(0, aligned))?;
-    }
-    if aligned < rest.num_rows() {
-        *carry = Some(rest.slice(aligned, rest.num_rows() - aligned));
-    }
-    Ok(())
 }
 
 /// The footer of a Parquet file of `groups`, without the length and magic after it, in hex.
