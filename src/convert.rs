@@ -82,6 +82,12 @@ const TONIC_PROTOCOL: &str = "protocol error: received message with";
 /// it could not read (its response errors never reach the server's layers).
 const TONIC_WEB_DECODE: &str = "tonic-web: ";
 
+/// Whether [`caller_fault`] may rewrite a status of `code`: the codes its match reads. A
+/// layer that sees every call's status asks this before parsing the whole status.
+pub fn may_be_caller_fault(code: Code) -> bool {
+    matches!(code, Code::OutOfRange | Code::Internal)
+}
+
 /// The status a server sends in place of `status`, which tonic (or tonic-web) made for a
 /// request the caller got wrong, so that codes say whose fault a failure is and the
 /// server-error alert counts only the server's own: `RESOURCE_EXHAUSTED` for a message

@@ -327,11 +327,7 @@ fn open_table_output(
     let format = options.output_format;
     let rows = config.row_group_rows.get();
     let writer = |out: Box<dyn Write + Send>| {
-        let writer = match copy {
-            Some(plan) => TableWriter::copying(out, plan),
-            None => TableWriter::new(format, out, schema, 0, rows),
-        };
-        writer.map_err(ClientError::table_output)
+        TableWriter::open(copy, format, out, schema, 0, rows).map_err(ClientError::table_output)
     };
     let Some(path) = &config.output else {
         if config.resume {

@@ -37,7 +37,7 @@ pub use input::{id_column, problems, problems_into, BatchProblems, ColumnError};
 pub use messages::{BatchEncoder, FlightMessage};
 pub(crate) use numbers::quoted;
 pub use numbers::{decimal_count, float_count, text_count, NotACount};
-pub use output::{game_column, game_labels, one_game_column, solutions, AnswerColumns, Solutions};
+pub use output::{game_column, one_game_column, solutions, AnswerColumns, Solutions};
 
 /// The optional column echoed from each problem to its solution.
 pub const ID: &str = "id";

@@ -32,7 +32,8 @@ pub fn solutions(
 }
 
 /// The `game` column of rows whose games are `kinds` (`None`: no game, or several): each
-/// game's label, as descriptors name it, as a key into [`game_labels`].
+/// game's label, as descriptors name it, as a key into a dictionary of every game's label
+/// (the same in every batch).
 pub fn game_column(kinds: impl IntoIterator<Item = Option<GameKind>>) -> ArrayRef {
     let keys: Int8Array = kinds.into_iter().map(|kind| kind.map(game_key)).collect();
     Arc::new(DictionaryArray::new(keys, game_labels()))
@@ -52,7 +53,7 @@ fn game_key(kind: GameKind) -> i8 {
 
 /// The values of every `game` column: the games' labels, made once, so that every batch
 /// of an exchange has the same dictionary (sent once in an Arrow IPC stream).
-pub fn game_labels() -> ArrayRef {
+fn game_labels() -> ArrayRef {
     static LABELS: std::sync::OnceLock<ArrayRef> = std::sync::OnceLock::new();
     let labels =
         LABELS.get_or_init(|| Arc::new(StringArray::from_iter_values(GameKind::ALL.map(GameKind::label))));

@@ -34,7 +34,7 @@ use tonic::body::Body;
 use tonic::{Code, Status};
 
 use super::panics::{panicked, PANICKED};
-use crate::convert::caller_fault;
+use crate::convert::{caller_fault, may_be_caller_fault};
 use tower::{Layer, Service};
 
 /// Wraps every service with the request timeout, the status rewrites and the panic catch.
@@ -157,14 +157,14 @@ fn caller_faults(mut response: http::Response<Body>) -> http::Response<Body> {
     response
 }
 
-/// Whether `headers` carry a status that [`caller_fault`] may rewrite (OUT_OF_RANGE or
-/// INTERNAL), read from `grpc-status` alone: every call's trailers come here, and
-/// parsing the whole status (its message decoded, its headers copied) cost each call
-/// about 1,500 instructions (docs/performance.md, "The unary guard's instructions").
+/// Whether `headers` carry a status that [`caller_fault`] may rewrite
+/// ([`may_be_caller_fault`]), read from `grpc-status` alone: every call's trailers come
+/// here, and parsing the whole status (its message decoded, its headers copied) cost each
+/// call about 1,500 instructions (docs/performance.md, "The unary guard, counted").
 fn may_rewrite(headers: &http::HeaderMap) -> bool {
     let Some(code) = headers.get(&GRPC_STATUS) else { return false };
     let code = std::str::from_utf8(code.as_bytes()).ok().and_then(|code| code.parse::<i32>().ok());
-    code.map(Code::from_i32).is_some_and(|code| matches!(code, Code::OutOfRange | Code::Internal))
+    code.map(Code::from_i32).is_some_and(may_be_caller_fault)
 }
 
 /// Rewrites the status in `headers` (a trailers-only response's headers, or trailers) as

@@ -342,7 +342,7 @@ pub(super) fn method_of(path: &str) -> MethodLabels {
 /// A map by method path, looked up twice a call. Its keys are this server's own
 /// methods, fixed at start, so a caller's path is only ever looked up in it: foldhash
 /// rather than SipHash, which cost a call about 300 instructions a lookup
-/// (docs/performance.md, "The unary guard's instructions").
+/// (docs/performance.md, "The unary guard, counted").
 type MethodMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The RPCs this server knows, by path, from the descriptor sets of its services and

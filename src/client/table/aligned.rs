@@ -1,10 +1,20 @@
-//! Rows handed to a Parquet encoder in pieces that start on multiples of its write batch,
-//! so that a file's pages depend on its rows alone, not on how the answers were cut into
-//! batches: a run resumed from a read-back copy writes the same file as a run never
-//! stopped. Both Parquet writers use it ([`super::write`]'s and [`super::copy`]'s).
+//! What both Parquet writers ([`super::write`]'s and [`super::copy`]'s) share: rows
+//! handed to the encoder in pieces that start on multiples of its write batch, so that a
+//! file's pages depend on its rows alone, not on how the answers were cut into batches (a
+//! run resumed from a read-back copy writes the same file as a run never stopped), and
+//! Parquet's errors as Arrow's.
 
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, SchemaRef};
+use parquet::errors::ParquetError;
+
+/// A Parquet error as an Arrow one, keeping an I/O error findable (a closed pipe).
+pub(super) fn from_parquet(err: ParquetError) -> ArrowError {
+    match err {
+        ParquetError::ArrowError(message) => ArrowError::ExternalError(message.into()),
+        err => ArrowError::ExternalError(Box::new(err)),
+    }
+}
 
 /// The Parquet encoder's write batch; rows are handed to it in pieces that start on its
 /// multiples, which makes the file independent of how the rows came in.

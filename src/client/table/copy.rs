@@ -29,6 +29,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, Schema, SchemaRef};
 use bytes::Bytes;
+
+use super::aligned::{from_parquet, write_aligned};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
@@ -255,10 +257,6 @@ pub struct CopyingWriter<W: Write + Send> {
     carry: Option<RecordBatch>,
 }
 
-fn from_parquet(err: ParquetError) -> ArrowError {
-    ArrowError::ExternalError(Box::new(err))
-}
-
 impl<W: Write + Send> CopyingWriter<W> {
     /// A writer of `output`'s rows to `out`, copying `plan`'s columns.
     pub fn new(
@@ -326,7 +324,7 @@ impl<W: Write + Send> CopyingWriter<W> {
             let group_rows = group.num_rows() as usize;
             let take = (group_rows - self.filled).min(rows.num_rows() - at);
             let (plan, leaves, writers) = (&self.plan, &self.leaves, &mut self.writers);
-            super::aligned::write_aligned(&mut self.carry, &plan.rows, rows.slice(at, take), |piece| {
+            write_aligned(&mut self.carry, &plan.rows, rows.slice(at, take), |piece| {
                 encode(plan, leaves, writers, piece)
             })?;
             self.filled += take;

@@ -271,16 +271,8 @@ pub struct OutputSpec<'a> {
 impl OutputSpec<'_> {
     /// The writer of this output to `out`, which holds `start` bytes of a text output.
     fn writer(&self, out: Box<dyn std::io::Write + Send>, start: u64) -> Result<TableWriter, ArrowError> {
-        match self.copy {
-            Some(plan) => TableWriter::copying(out, plan),
-            None => TableWriter::new(
-                self.options.output_format,
-                out,
-                self.schema,
-                start,
-                self.options.row_group_rows,
-            ),
-        }
+        let (format, rows) = (self.options.output_format, self.options.row_group_rows);
+        TableWriter::open(self.copy, format, out, self.schema, start, rows)
     }
 }
 

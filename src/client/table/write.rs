@@ -27,7 +27,6 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
-use parquet::errors::ParquetError;
 use parquet::file::metadata::{
     FileMetaData, ParquetMetaData, ParquetMetaDataReader, ParquetMetaDataWriter, RowGroupMetaData,
 };
@@ -35,7 +34,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
-use super::aligned::{write_aligned, WRITE_BATCH_ROWS};
+use super::aligned::{from_parquet, write_aligned, WRITE_BATCH_ROWS};
 use super::answers::{override_rows, write_json_lines};
 use super::copy::{CopyPlan, CopyingWriter};
 use super::csv;
@@ -152,14 +151,6 @@ impl std::fmt::Debug for TableWriter {
     }
 }
 
-/// A Parquet error as an Arrow one, keeping an I/O error findable (a closed pipe).
-fn from_parquet(err: ParquetError) -> ArrowError {
-    match err {
-        ParquetError::ArrowError(message) => ArrowError::ExternalError(message.into()),
-        err => ArrowError::ExternalError(Box::new(err)),
-    }
-}
-
 impl TableWriter {
     /// A writer of `schema`'s rows in `format` to `out`, which already holds `start`
     /// bytes of a text output being resumed (whose header is then not written again);
@@ -186,6 +177,22 @@ impl TableWriter {
             Format::Jsonl => Inner::Jsonl { out, lines: Vec::with_capacity(1 << 16) },
         };
         Ok(TableWriter { schema: Arc::clone(schema), inner, rows: 0, start, written })
+    }
+
+    /// The writer of an output: [`TableWriter::copying`] when `copy` plans kept columns
+    /// copied from a Parquet input, else [`TableWriter::new`] (the same arguments).
+    pub fn open(
+        copy: Option<&CopyPlan>,
+        format: Format,
+        out: Box<dyn Write + Send>,
+        schema: &SchemaRef,
+        start: u64,
+        row_group_rows: usize,
+    ) -> Result<Self, ArrowError> {
+        match copy {
+            Some(plan) => TableWriter::copying(out, plan),
+            None => TableWriter::new(format, out, schema, start, row_group_rows),
+        }
     }
 
     /// A Parquet writer of `plan`'s output to `out`, its kept columns copied from the

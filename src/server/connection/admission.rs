@@ -135,8 +135,8 @@ struct ClientHoldings {
 }
 
 /// The books' hasher: a client is looked up on every take and give-back, where SipHash
-/// cost a call about 300 instructions a lookup (docs/performance.md, "The unary guard's
-/// instructions"). foldhash's quality variant is seeded at random per process, so a
+/// cost a call about 300 instructions a lookup (docs/performance.md,
+/// "The unary guard, counted"). foldhash's quality variant is seeded at random per process, so a
 /// client cannot aim addresses at one bucket; the books hold at most one entry a client
 /// with something held.
 type ClientMap = HashMap<Client, ClientHoldings, foldhash::quality::RandomState>;
